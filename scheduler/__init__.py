@@ -1,0 +1,33 @@
+"""Engine-agnostic AdaServe scheduling (seed 002 §3-5), installed as ``adaserve.scheduler``.
+
+Knows nothing about tensors, GPUs or SGLang: numpy and sortedcontainers only, so the embedded
+engine and the SGLang plugin call the same code and tests run on fabricated inputs.
+"""
+
+from adaserve.scheduler.acceptance import AcceptanceTracker, Calibration, expected_chain_tokens
+from adaserve.scheduler.config import SchedulerConfig
+from adaserve.scheduler.cost import IterationLatency
+from adaserve.scheduler.latency import LatencyModel, LatencySample, find_knee
+from adaserve.scheduler.oracle import OracleResult, algorithm1
+from adaserve.scheduler.policies import POLICIES, Policy, make_policy
+from adaserve.scheduler.pool import PoolFull, RequestPool
+from adaserve.scheduler.selection import (
+    Selection,
+    select_all,
+    select_equal_share,
+    select_global_greedy,
+    select_roots,
+    select_slo_customized,
+)
+from adaserve.scheduler.shape import SpecPlan, depth_width
+from adaserve.scheduler.slo import SLO, BatchView, RequestProgress, capped_requirement
+from adaserve.scheduler.tree import CandidateBatch, CandidateTree
+
+__all__ = [
+    "AcceptanceTracker", "BatchView", "Calibration", "CandidateBatch", "CandidateTree",
+    "IterationLatency", "LatencyModel", "LatencySample", "OracleResult", "POLICIES", "Policy",
+    "PoolFull", "RequestPool", "RequestProgress", "SLO", "SchedulerConfig", "Selection",
+    "SpecPlan", "algorithm1", "capped_requirement", "depth_width", "expected_chain_tokens",
+    "find_knee", "make_policy", "select_all", "select_equal_share", "select_global_greedy",
+    "select_roots", "select_slo_customized",
+]

@@ -1,0 +1,183 @@
+"""Speculation policies behind one interface, chosen by name (DESIGN.md "Policies").
+
+Every iteration an engine asks its policy for a ``SpecPlan`` (what to draft), drafts the
+candidate trees, then asks it for a ``Selection`` (what to verify). All six policies run
+on the same engine loop, which is what makes their comparison fair.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+
+from adaserve.scheduler.acceptance import AcceptanceTracker, expected_chain_tokens
+from adaserve.scheduler.config import SchedulerConfig
+from adaserve.scheduler.cost import IterationLatency
+from adaserve.scheduler.selection import (
+    Selection,
+    select_all,
+    select_equal_share,
+    select_global_greedy,
+    select_roots,
+    select_slo_customized,
+)
+from adaserve.scheduler.shape import SpecPlan, depth_width
+from adaserve.scheduler.slo import BatchView, capped_requirement
+from adaserve.scheduler.tree import CandidateBatch
+
+_IDLE = SpecPlan(depth=0, width=0)
+
+
+class Policy(ABC):
+    """Decides, per iteration, what to speculate and which speculated tokens to verify."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+
+    def __init__(self, config: SchedulerConfig, latency: IterationLatency | None = None,
+                 acceptance: AcceptanceTracker | None = None) -> None:
+        self.config = config
+        self.latency = latency  # None: iteration latency is not predicted (t_spec = 0)
+        self.acceptance = acceptance if acceptance is not None else AcceptanceTracker()
+
+    @abstractmethod
+    def plan(self, batch: BatchView) -> SpecPlan:
+        """The draft shape for this iteration."""
+
+    @abstractmethod
+    def _select(self, batch: BatchView, plan: SpecPlan, candidates: CandidateBatch) -> Selection:
+        ...
+
+    def select(self, batch: BatchView, plan: SpecPlan, candidates: CandidateBatch) -> Selection:
+        """The nodes of each candidate tree to verify; ancestor-closed, roots included."""
+        if candidates.n != batch.n:
+            raise ValueError(f"{candidates.n} candidate trees for a batch of {batch.n}")
+        return self._select(batch, plan, candidates)
+
+    def predict_latency(self, batch: BatchView, plan: SpecPlan, verify_tokens: int) -> float:
+        if self.latency is None:
+            return 0.0
+        return self.latency.predict(int(batch.context_tokens.sum()),
+                                    plan.draft_step_tokens(batch.n), verify_tokens)
+
+
+class _BudgetedPolicy(Policy):
+    """Beam-search candidates shaped by Eq. 8-9; selection under budget B."""
+
+    def plan(self, batch: BatchView) -> SpecPlan:
+        n, budget = batch.n, self.config.budget
+        if n == 0:
+            return _IDLE
+        if n >= budget:  # the roots alone fill the budget: drafting would be thrown away
+            shape = SpecPlan(depth=0, width=0)
+        else:
+            d, w = depth_width(n, budget, self.config.max_depth, self.config.max_width)
+            shape = SpecPlan(depth=d, width=w)
+        verify = min(max(n, budget), shape.candidate_nodes(n))
+        return SpecPlan(shape.depth, shape.width, None, self.predict_latency(batch, shape, verify))
+
+
+class AdaServePolicy(_BudgetedPolicy):
+    name = "adaserve"
+    summary = "SLO-customized selection, then throughput-optimized selection (seed 002)"
+
+    def _select(self, batch, plan, candidates):
+        requirement = batch.requirements(plan.t_spec_s)
+        return select_slo_customized(candidates, self.config.budget, requirement,
+                                     capped_requirement(requirement, plan.depth),
+                                     self.config.slo_cap(batch.n))
+
+
+class GlobalGreedyPolicy(_BudgetedPolicy):
+    name = "global-greedy"
+    summary = "highest path probability across all requests, no SLO step (EAGLE-2/TETRIS)"
+
+    def _select(self, batch, plan, candidates):
+        return select_global_greedy(candidates, self.config.budget)
+
+
+class EqualGreedyPolicy(_BudgetedPolicy):
+    name = "equal-greedy"
+    summary = "budget split evenly over requests, greedy within each tree"
+
+    def _select(self, batch, plan, candidates):
+        return select_equal_share(candidates, self.config.budget)
+
+
+class SpecInferPolicy(Policy):
+    name = "specinfer"
+    summary = "fixed tree expansion <1,1,3,1,1,1,1,1>, no budget awareness (SpecInfer)"
+
+    def plan(self, batch: BatchView) -> SpecPlan:
+        if batch.n == 0:
+            return _IDLE
+        exp = self.config.specinfer_expansion
+        shape = SpecPlan(depth=len(exp), width=int(np.prod(exp)), expansion=exp)
+        return SpecPlan(shape.depth, shape.width, exp,
+                        self.predict_latency(batch, shape, shape.candidate_nodes(batch.n)))
+
+    def _select(self, batch, plan, candidates):
+        return select_all(candidates)
+
+
+class IncrementalPolicy(Policy):
+    name = "incremental"
+    summary = "no speculation, continuous batching (vLLM-style baseline)"
+
+    def plan(self, batch: BatchView) -> SpecPlan:
+        if batch.n == 0:
+            return _IDLE
+        return SpecPlan(0, 0, None, self.predict_latency(batch, _IDLE, batch.n))
+
+    def _select(self, batch, plan, candidates):
+        return select_roots(candidates)
+
+
+class TurboSpecPolicy(Policy):
+    name = "turbospec"
+    summary = "chain drafts, per-iteration length k in 0..K maximizing predicted goodput"
+
+    def __init__(self, config, latency=None, acceptance=None):
+        if latency is None:
+            raise ValueError("turbospec needs a latency model (profile the target first)")
+        super().__init__(config, latency, acceptance)
+
+    def goodput(self, batch: BatchView) -> np.ndarray:
+        """Predicted tokens/s for k = 0..K (seed 000 Listing 2, k = 0 scored as well)."""
+        alphas = self.acceptance.alphas(batch.request_ids)  # [n]
+        out = np.empty(self.config.max_chain + 1)
+        for k in range(self.config.max_chain + 1):
+            chain = SpecPlan(depth=k, width=1 if k else 0)
+            tokens = float(np.sum(expected_chain_tokens(alphas, k)))
+            out[k] = tokens / self.predict_latency(batch, chain, batch.n * (k + 1))
+        return out  # [K + 1]
+
+    def plan(self, batch: BatchView) -> SpecPlan:
+        if batch.n == 0:
+            return _IDLE
+        k = int(np.argmax(self.goodput(batch)))  # ties go to the shorter chain
+        chain = SpecPlan(depth=k, width=1 if k else 0)
+        return SpecPlan(k, chain.width, None,
+                        self.predict_latency(batch, chain, batch.n * (k + 1)))
+
+    def _select(self, batch, plan, candidates):
+        return select_all(candidates)
+
+
+POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls
+    for cls in (AdaServePolicy, GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy,
+                TurboSpecPolicy, IncrementalPolicy)
+}
+
+
+def make_policy(name: str, config: SchedulerConfig, latency: IterationLatency | None = None,
+                acceptance: AcceptanceTracker | None = None) -> Policy:
+    """The policy registered under ``name``; ValueError naming the choices otherwise."""
+    try:
+        cls = POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}") from None
+    return cls(config, latency, acceptance)

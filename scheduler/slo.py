@@ -1,0 +1,116 @@
+"""Per-request TPOT SLOs, decode progress, and the requirement A(r) (seed 002 §3, §4.3)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# Sums of path probabilities within this of a threshold count as reaching it: A(r) is a
+# ratio of measured times, and a request that needs 2.0000000001 tokens needs 2.
+SLO_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """A TPOT service-level objective in seconds; ``tpot_s=None`` means best effort."""
+
+    tpot_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.tpot_s is None:
+            return
+        if isinstance(self.tpot_s, bool) or not isinstance(self.tpot_s, (int, float)):
+            raise ValueError(f"TPOT SLO must be a number of seconds, got {self.tpot_s!r}")
+        if not math.isfinite(self.tpot_s) or self.tpot_s <= 0:
+            raise ValueError(f"TPOT SLO must be finite and > 0 seconds, got {self.tpot_s!r}")
+
+    @classmethod
+    def from_ms(cls, tpot_ms: float | None) -> SLO:
+        if tpot_ms is None:
+            return cls(None)
+        if isinstance(tpot_ms, bool) or not isinstance(tpot_ms, (int, float)):
+            raise ValueError(f"TPOT SLO must be a number of milliseconds, got {tpot_ms!r}")
+        return cls(float(tpot_ms) / 1e3)
+
+    @property
+    def best_effort(self) -> bool:
+        return self.tpot_s is None
+
+    def attained(self, tpot_s: float) -> bool:
+        """Seed 002's definition: a request attains its SLO when its TPOT is within it."""
+        return self.tpot_s is None or tpot_s <= self.tpot_s
+
+
+@dataclass(frozen=True, slots=True)
+class RequestProgress:
+    """One running request as the scheduler sees it at the start of an iteration.
+
+    ``decode_latency_s`` is l, seconds since the request's first output token; ``decoded_tokens``
+    is o, output tokens produced after that first one. Counting from the first token makes
+    A(r) agree exactly with TPOT = (t_last - t_first) / (output tokens - 1).
+    """
+
+    request_id: Hashable
+    slo: SLO
+    decode_latency_s: float = 0.0
+    decoded_tokens: int = 0
+    context_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.decode_latency_s) or self.decode_latency_s < 0:
+            raise ValueError(f"decode latency must be finite and >= 0, got {self.decode_latency_s}")
+        if self.decoded_tokens < 0 or self.context_tokens < 0:
+            raise ValueError("decoded and context token counts must be >= 0")
+
+    def requirement(self, t_spec_s: float) -> float:
+        """A(r): tokens this iteration must accept for the request to stay on its SLO."""
+        if self.slo.tpot_s is None:
+            return 0.0
+        return (self.decode_latency_s + t_spec_s) / self.slo.tpot_s - self.decoded_tokens
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BatchView:
+    """The running batch, one entry per request, as arrays the policies vectorize over."""
+
+    request_ids: tuple[Hashable, ...]
+    tpot_slo_s: np.ndarray  # [n] float64, NaN for best effort
+    decode_latency_s: np.ndarray  # [n] float64, l
+    decoded_tokens: np.ndarray  # [n] int64, o
+    context_tokens: np.ndarray  # [n] int64, tokens already in the KV cache
+
+    def __post_init__(self) -> None:
+        n = len(self.request_ids)
+        for name in ("tpot_slo_s", "decode_latency_s", "decoded_tokens", "context_tokens"):
+            if np.shape(getattr(self, name)) != (n,):
+                raise ValueError(f"BatchView.{name} must have shape ({n},)")
+
+    @classmethod
+    def from_progress(cls, requests: Sequence[RequestProgress]) -> BatchView:
+        return cls(
+            request_ids=tuple(r.request_id for r in requests),
+            tpot_slo_s=np.array(
+                [np.nan if r.slo.tpot_s is None else r.slo.tpot_s for r in requests], np.float64
+            ),
+            decode_latency_s=np.array([r.decode_latency_s for r in requests], np.float64),
+            decoded_tokens=np.array([r.decoded_tokens for r in requests], np.int64),
+            context_tokens=np.array([r.context_tokens for r in requests], np.int64),
+        )
+
+    @property
+    def n(self) -> int:
+        return len(self.request_ids)
+
+    def requirements(self, t_spec_s: float) -> np.ndarray:
+        """A(r) = (l + t_spec)/t - o for every request (seed 002 §3); 0 for best effort."""
+        with np.errstate(invalid="ignore"):
+            a = (self.decode_latency_s + t_spec_s) / self.tpot_slo_s - self.decoded_tokens
+        return np.where(np.isnan(self.tpot_slo_s), 0.0, a)  # [n]
+
+
+def capped_requirement(requirement: np.ndarray, depth: int) -> np.ndarray:
+    """A_cap = min(A, d + 1): no tree of depth d can yield more than d + 1 tokens (§4.3)."""
+    return np.minimum(requirement, depth + 1.0)

@@ -1,0 +1,205 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from adaserve.scheduler import (
+    POLICIES,
+    SLO,
+    AcceptanceTracker,
+    BatchView,
+    CandidateBatch,
+    CandidateTree,
+    IterationLatency,
+    LatencyModel,
+    RequestProgress,
+    SchedulerConfig,
+    SpecPlan,
+    depth_width,
+    make_policy,
+)
+
+
+def _batch(n, tpot_ms=None, latency_s=0.0, decoded=0, context=100):
+    return BatchView.from_progress([
+        RequestProgress(f"r{i}", SLO.from_ms(tpot_ms), latency_s, decoded, context)
+        for i in range(n)
+    ])
+
+
+def _beam_candidates(n: int, plan: SpecPlan, edge: float = 0.6, seed: int = 0) -> CandidateBatch:
+    """Trees shaped like a beam search of the plan: w nodes per layer after the first."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        parent, lp, layer = [-1], [0.0], [0]
+        for _ in range(plan.depth):
+            nxt = []
+            for j in range(plan.width):
+                p = layer[j % len(layer)]
+                parent.append(p)
+                lp.append(lp[p] + np.log(edge * rng.uniform(0.3, 1.0)))
+                nxt.append(len(parent) - 1)
+            layer = nxt
+        depth = [0]
+        for p in parent[1:]:
+            depth.append(depth[p] + 1)
+        out.append(CandidateTree(parent, np.arange(len(parent)), lp, depth))
+    return CandidateBatch.from_trees(out)
+
+
+@pytest.mark.parametrize("n, budget, expected", [
+    (1, 16, (8, 16)), (4, 16, (4, 4)), (16, 16, (1, 1)), (64, 16, (1, 1)),
+    (5, 16, (4, 3)), (64, 582, (8, 9)), (1, 582, (8, 16)),
+])
+def test_depth_width_eq8_eq9(n, budget, expected):
+    assert depth_width(n, budget, max_depth=8, max_width=16) == expected
+
+
+def test_depth_width_rejects_empty_batch():
+    with pytest.raises(ValueError):
+        depth_width(0, 16, 8, 16)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"budget": 0}, {"budget": 16, "max_depth": 0}, {"budget": 16, "max_width": 0},
+    {"budget": 16, "slo_max_tokens": 0}, {"budget": 16, "specinfer_expansion": ()},
+    {"budget": 16, "specinfer_expansion": (1, 0)}, {"budget": 16.5}, {"budget": True},
+])
+def test_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError):
+        SchedulerConfig(**kwargs)
+
+
+def test_registry_and_unknown_name():
+    assert set(POLICIES) == {"adaserve", "global-greedy", "equal-greedy", "specinfer",
+                             "turbospec", "incremental"}
+    with pytest.raises(ValueError, match="adaserve"):
+        make_policy("eagle", SchedulerConfig(budget=16))
+
+
+def _latency():
+    target = LatencyModel(alpha=1e-6, gamma=1e-3, delta=0.02)
+    draft = LatencyModel(alpha=1e-7, gamma=1e-4, delta=0.002)
+    return IterationLatency(target, draft)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_runs_an_iteration(name):
+    config = SchedulerConfig(budget=32)
+    policy = make_policy(name, config, _latency())
+    batch = _batch(4, tpot_ms=30, latency_s=0.3, decoded=8)
+    plan = policy.plan(batch)
+    candidates = _beam_candidates(batch.n, plan) if plan.expansion is None else None
+    if plan.expansion is not None:  # SpecInfer's fixed tree: 1,1,3,1,...: three chains
+        candidates = _specinfer_candidates(batch.n, plan.expansion)
+    sel = policy.select(batch, plan, candidates)
+    assert sel.n == 4 and np.all(sel.counts >= 1)
+    if name in ("adaserve", "global-greedy", "equal-greedy"):
+        assert sel.tokens <= config.budget
+    if name == "incremental":
+        assert plan.depth == 0 and sel.tokens == 4
+    assert plan.t_spec_s > 0
+
+
+def _specinfer_candidates(n, expansion):
+    parent, layer = [-1], [0]
+    for k in expansion:
+        nxt = []
+        for p in layer:
+            for _ in range(k):
+                parent.append(p)
+                nxt.append(len(parent) - 1)
+        layer = nxt
+    edge = np.log(np.r_[1.0, np.full(len(parent) - 1, 0.7)])
+    tree = CandidateTree.from_edges(parent, np.arange(len(parent)), edge)
+    return CandidateBatch.from_trees([tree] * n)
+
+
+def test_specinfer_plan_ignores_budget():
+    policy = make_policy("specinfer", SchedulerConfig(budget=4), _latency())
+    plan = policy.plan(_batch(8))
+    assert plan.depth == 8 and plan.expansion == (1, 1, 3, 1, 1, 1, 1, 1)
+    assert plan.candidate_nodes(8) == 8 * 21  # root + 1 + 1 + 3 * 6 nodes per request
+    sel = policy.select(_batch(8), plan, _specinfer_candidates(8, plan.expansion))
+    assert sel.tokens == 8 * 21  # far over the budget: what "no budget awareness" costs
+
+
+def test_budgeted_plan_adapts_to_load_and_stops_when_roots_fill_budget():
+    policy = make_policy("adaserve", SchedulerConfig(budget=16))
+    assert (policy.plan(_batch(1)).depth, policy.plan(_batch(1)).width) == (8, 16)
+    assert (policy.plan(_batch(8)).depth, policy.plan(_batch(8)).width) == (2, 2)
+    assert policy.plan(_batch(16)).depth == 0
+    assert policy.plan(_batch(0)).depth == 0
+
+
+def test_adaserve_gives_budget_to_the_request_behind_its_slo():
+    policy = make_policy("adaserve", SchedulerConfig(budget=8, slo_max_tokens=8))
+    # r0 is 3 tokens behind a 20 ms SLO; r1 is best effort
+    batch = BatchView.from_progress([
+        RequestProgress("behind", SLO.from_ms(20), 0.2, 7, 50),
+        RequestProgress("relaxed", SLO(None), 0.2, 7, 50),
+    ])
+    plan = policy.plan(batch)
+    cands = _beam_candidates(2, plan, edge=0.9)
+    adaserve = policy.select(batch, plan, cands)
+    greedy = make_policy("global-greedy", SchedulerConfig(budget=8)).select(batch, plan, cands)
+    assert adaserve.counts[0] > greedy.counts[0]
+    assert adaserve.tokens == greedy.tokens == 8
+
+
+def test_requirement_matches_tpot_definition():
+    # 10 tokens after the first in 0.25 s against a 25 ms SLO: exactly on time; with a 30 ms
+    # iteration ahead it must accept 1.2 tokens to stay on it.
+    r = RequestProgress("x", SLO.from_ms(25), 0.25, 10, 0)
+    assert r.requirement(0.03) == pytest.approx(1.2)
+    b = BatchView.from_progress([r, RequestProgress("y", SLO(None), 5.0, 1, 0)])
+    np.testing.assert_allclose(b.requirements(0.03), [1.2, 0.0])
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "30", True])
+def test_slo_rejects_bad_values(bad):
+    with pytest.raises(ValueError):
+        SLO.from_ms(bad)
+
+
+def _turbo(alpha, target, draft=None, k_max=8):
+    tracker = AcceptanceTracker(prior_alpha=alpha, prior_weight=1e9)
+    return make_policy("turbospec", SchedulerConfig(budget=64, max_chain=k_max),
+                       IterationLatency(target, draft), tracker)
+
+
+def test_turbospec_picks_k0_when_speculation_is_a_loss():
+    # verification cost grows steeply with tokens and the draft is poor: one token is best
+    compute_bound = LatencyModel(alpha=0.0, gamma=0.01, delta=0.001)
+    policy = _turbo(0.2, compute_bound, LatencyModel(alpha=0.0, gamma=1e-3, delta=0.005))
+    batch = _batch(32)
+    assert policy.plan(batch).depth == 0
+    assert int(np.argmax(policy.goodput(batch))) == 0
+
+
+def test_turbospec_picks_long_chain_for_small_accurate_batch():
+    memory_bound = LatencyModel(alpha=0.0, gamma=1e-5, delta=0.02)
+    policy = _turbo(0.9, memory_bound, LatencyModel(alpha=0.0, gamma=1e-5, delta=0.001))
+    plan = policy.plan(_batch(1))
+    assert plan.depth >= 6 and plan.width == 1
+
+
+def test_turbospec_needs_latency_model():
+    with pytest.raises(ValueError, match="latency"):
+        make_policy("turbospec", SchedulerConfig(budget=16))
+
+
+def test_select_rejects_mismatched_batch():
+    policy = make_policy("adaserve", SchedulerConfig(budget=16))
+    with pytest.raises(ValueError, match="candidate trees"):
+        policy.select(_batch(2), policy.plan(_batch(2)), CandidateBatch.roots([1, 2, 3]))
+
+
+def test_library_does_not_import_torch():
+    code = ("import sys, adaserve.scheduler, adaserve.loadgen; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'sglang')]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
