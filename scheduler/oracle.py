@@ -19,7 +19,7 @@ import numpy as np
 from sortedcontainers import SortedList
 
 from adaserve.scheduler.slo import SLO_EPS
-from adaserve.scheduler.tree import CandidateTree
+from adaserve.scheduler.tree import MIN_LOG_PROB, CandidateTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ def algorithm1(trees: Sequence[CandidateTree], thresholds: Sequence[float],
     def open_children(i: int, v: int, frontier: SortedList) -> None:
         # Entries sort as the design's total order: f desc, depth, request, node index.
         frontier.update((-float(trees[i].log_prob[u]), int(trees[i].depth[u]), i, u)
-                        for u in kids[i][v] if f[i][u] > 0)
+                        for u in kids[i][v] if trees[i].log_prob[u] >= MIN_LOG_PROB)
 
     def take(entry: tuple[float, int, int, int], frontier: SortedList) -> None:
         nonlocal remaining

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 
+# Nodes with f below e^-700 (~1e-304) are treated as f = 0: never worth verifying. A fixed
+# cut in log space, rather than exp(log f) > 0, keeps every component agreeing on which
+# nodes exist without computing exp near the subnormal edge.
+MIN_LOG_PROB = -700.0
+
+
 def _as(a, dtype, name: str, ndim: int) -> np.ndarray:
     arr = np.asarray(a, dtype=dtype)
     if arr.ndim != ndim:
