@@ -71,14 +71,29 @@ def batch_view(n: int, rng: np.random.Generator) -> BatchView:
     return BatchView.from_progress(reqs)
 
 
-def median_time(fn, repeats: int) -> float:
-    fn()  # warm caches and lazy imports
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+class Timer:
+    """Interleaved timing: every cell is sampled in each of several rounds, so a slow spell
+    of this shared machine lands on all cells alike instead of on whichever ran then."""
+
+    def __init__(self, repeats: int, rounds: int = 10) -> None:
+        self.rounds = max(1, min(rounds, repeats))
+        self.per_round = max(1, repeats // self.rounds)
+        self.cells: dict[tuple, tuple] = {}
+        self.samples: dict[tuple, list[float]] = {}
+
+    def add(self, key: tuple, fn) -> None:
+        fn()  # warm caches and lazy imports
+        self.cells[key] = fn
+        self.samples[key] = []
+
+    def run(self) -> dict[tuple, float]:
+        for _ in range(self.rounds):
+            for key, fn in self.cells.items():
+                for _ in range(self.per_round):
+                    t0 = time.perf_counter()
+                    fn()
+                    self.samples[key].append(time.perf_counter() - t0)
+        return {key: float(np.median(v)) * 1e3 for key, v in self.samples.items()}  # ms
 
 
 def machine() -> str:
@@ -100,40 +115,40 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("results"))
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    rows = []
+    timer = Timer(args.repeats)
     plan = SpecPlan(depth=DEPTH, width=WIDTH, t_spec_s=0.02)
+    grid, tokens = [], {}
     for n in NS:
         arrays = beam_arrays(n, DEPTH, WIDTH, rng)
         batch = batch_view(n, rng)
-        carrier_s = median_time(lambda: CandidateBatch(*arrays), args.repeats)
+        timer.add(("carrier", n), lambda arrays=arrays: CandidateBatch(*arrays))
         cands = CandidateBatch(*arrays)
         for budget in BUDGETS:
-            row = {"n": n, "budget": budget, "candidate_nodes": int(cands.size.sum()),
-                   "carrier_ms": carrier_s * 1e3}
+            grid.append((n, budget, int(cands.size.sum())))
             for name in ("adaserve", "global-greedy"):
                 policy = make_policy(name, SchedulerConfig(budget=budget, max_depth=DEPTH,
                                                            max_width=WIDTH))
-                sel = policy.select(batch, plan, cands)
-                row[f"{name}_ms"] = median_time(lambda: policy.select(batch, plan, cands),
-                                                args.repeats) * 1e3
-                row[f"{name}_tokens"] = sel.tokens
-            rows.append(row)
-            print(f"n={n:4d} B={budget:5d} nodes={row['candidate_nodes']:6d} "
-                  f"adaserve={row['adaserve_ms']:.3f} ms global-greedy="
-                  f"{row['global-greedy_ms']:.3f} ms carrier={carrier_s * 1e3:.3f} ms",
-                  flush=True)
-    scaling = []
+                fn = lambda p=policy, b=batch, c=cands: p.select(b, plan, c)  # noqa: E731
+                tokens[(name, n, budget)] = fn().tokens
+                timer.add((name, n, budget), fn)
+    sweep = []
     for n in SCALING_NS:
         cands = CandidateBatch(*beam_arrays(n, DEPTH, WIDTH, rng))
         batch = batch_view(n, rng)
         budget = n * (1 + DEPTH * WIDTH) // 2
         policy = make_policy("adaserve", SchedulerConfig(budget=budget, max_depth=DEPTH,
                                                          max_width=WIDTH))
-        ms = median_time(lambda: policy.select(batch, plan, cands), args.repeats) * 1e3
-        scaling.append({"n": n, "budget": budget, "candidate_nodes": int(cands.size.sum()),
-                        "adaserve_ms": ms})
-        print(f"scaling n={n:4d} B={budget:6d} nodes={scaling[-1]['candidate_nodes']:6d} "
-              f"adaserve={ms:.3f} ms", flush=True)
+        sweep.append((n, budget, int(cands.size.sum())))
+        timer.add(("scaling", n), lambda p=policy, b=batch, c=cands: p.select(b, plan, c))
+    ms = timer.run()
+    rows = [{"n": n, "budget": budget, "candidate_nodes": nodes,
+             "carrier_ms": ms[("carrier", n)],
+             "adaserve_ms": ms[("adaserve", n, budget)],
+             "global-greedy_ms": ms[("global-greedy", n, budget)],
+             "adaserve_tokens": tokens[("adaserve", n, budget)]}
+            for n, budget, nodes in grid]
+    scaling = [{"n": n, "budget": budget, "candidate_nodes": nodes,
+                "adaserve_ms": ms[("scaling", n)]} for n, budget, nodes in sweep]
     write(rows, scaling, args)
     return 0
 
@@ -154,7 +169,8 @@ def write(rows: list[dict], scaling: list[dict], args: argparse.Namespace) -> No
     lines = [
         "# Scheduler selection overhead",
         "",
-        f"- command: `{cmd}` (median of {args.repeats} runs per cell)",
+        f"- command: `{cmd}` (median of {args.repeats} runs per cell, sampled in interleaved "
+        "rounds across all cells)",
         f"- machine: {machine()}",
         f"- date: {date}, commit {commit}",
         f"- candidate trees: d = {DEPTH}, w = {WIDTH} (1 + d*w = {1 + DEPTH * WIDTH} nodes per "
