@@ -167,6 +167,14 @@ def test_ties_break_by_depth_then_index():
     batch = CandidateBatch.from_trees([t])
     assert select_global_greedy(batch, 2).nodes(0).tolist() == [0, 1]
     assert select_global_greedy(batch, 3).nodes(0).tolist() == [0, 1, 2]
+    # a deeper node listed before a shallower one with the same f: depth wins over index
+    t = CandidateTree.from_edges([-1, 0, 1, 0], np.arange(4), np.log([1, .5, 1.0, .5]))
+    assert select_global_greedy(CandidateBatch.from_trees([t]), 3).nodes(0).tolist() == [0, 1, 3]
+    # across requests: depth first too, then the lower request index
+    deep = CandidateTree.from_edges([-1, 0, 1], np.arange(3), np.log([1, .5, 1.0]))
+    shallow = CandidateTree.from_edges([-1, 0, 0], np.arange(3), np.log([1, .5, .25]))
+    both = CandidateBatch.from_trees([deep, shallow])
+    assert select_global_greedy(both, 4).counts.tolist() == [2, 2]  # not the deep 0.5 first
     # across requests: equal f and depth -> lower request index first
     batch2 = CandidateBatch.from_trees([_chain(0.5), _chain(0.5)])
     assert select_global_greedy(batch2, 3).counts.tolist() == [2, 1]
