@@ -91,6 +91,12 @@ def _row_ranking(c: CandidateBatch, neg: np.ndarray, rows: np.ndarray,
     return cols[ri, by], np.exp(-cost[ri, by])
 
 
+def _mark(mask: np.ndarray, rows: np.ndarray, cols: np.ndarray, take: np.ndarray) -> None:
+    """Select the first ``take[i]`` ranked nodes ``cols[i]`` of row ``rows[i]``."""
+    ranks = np.arange(cols.shape[1]) < take[:, None]  # [P, K]
+    mask[rows[np.nonzero(ranks)[0]], cols[ranks]] = True
+
+
 def _top_k(c: CandidateBatch, cost: np.ndarray, k: int) -> np.ndarray:
     """Mask of the k cheapest nodes by (cost, depth, request, index), or every finite one."""
     finite = cost < np.inf
@@ -140,8 +146,7 @@ def select_slo_customized(c: CandidateBatch, budget: int, requirement: np.ndarra
         before = np.cumsum(need[order]) - need[order]
         take = np.empty_like(need)
         take[order] = np.minimum(np.maximum(spare - before, 0), need[order])
-        ranks = np.arange(cols.shape[1]) < take[:, None]  # [P, K]
-        slo_mask[pressed[np.nonzero(ranks)[0]], cols[ranks]] = True
+        _mark(slo_mask, pressed, cols, take)
         cost[slo_mask] = np.inf
         spare -= int(take.sum())
     # Algorithm 2 lines 18-23: the globally best remaining nodes. Restricted to one request
@@ -162,8 +167,7 @@ def select_equal_share(c: CandidateBatch, budget: int) -> Selection:
     rows = np.arange(c.n)
     if int(share.max(initial=0)) > 1:
         cols, f = _row_ranking(c, _costs(c), rows, int(share.max()) - 1)
-        ranks = (np.arange(cols.shape[1]) < (share - 1)[:, None]) & (f > 0)
-        mask[np.nonzero(ranks)[0], cols[ranks]] = True
+        _mark(mask, rows, cols, np.minimum(share - 1, (f > 0).sum(axis=1)))
     return _result(c, mask, np.ones(c.n))
 
 
