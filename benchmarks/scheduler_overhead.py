@@ -17,6 +17,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -78,10 +79,10 @@ class Timer:
     def __init__(self, repeats: int, rounds: int = 10) -> None:
         self.rounds = max(1, min(rounds, repeats))
         self.per_round = max(1, repeats // self.rounds)
-        self.cells: dict[tuple, tuple] = {}
+        self.cells: dict[tuple, Callable[[], object]] = {}
         self.samples: dict[tuple, list[float]] = {}
 
-    def add(self, key: tuple, fn) -> None:
+    def add(self, key: tuple, fn: Callable[[], object]) -> None:
         fn()  # warm caches and lazy imports
         self.cells[key] = fn
         self.samples[key] = []

@@ -8,6 +8,7 @@ on the same engine loop, which is what makes their comparison fair.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -62,6 +63,10 @@ class Policy(ABC):
         return self.latency.predict(int(batch.context_tokens.sum()),
                                     plan.draft_step_tokens(batch.n), verify_tokens)
 
+    def _priced(self, batch: BatchView, shape: SpecPlan, verify_tokens: int) -> SpecPlan:
+        """The shape with its predicted iteration latency filled in."""
+        return replace(shape, t_spec_s=self.predict_latency(batch, shape, verify_tokens))
+
 
 class _BudgetedPolicy(Policy):
     """Beam-search candidates shaped by Eq. 8-9; selection under budget B."""
@@ -71,12 +76,11 @@ class _BudgetedPolicy(Policy):
         if n == 0:
             return _IDLE
         if n >= budget:  # the roots alone fill the budget: drafting would be thrown away
-            shape = SpecPlan(depth=0, width=0)
+            shape = _IDLE
         else:
             d, w = depth_width(n, budget, self.config.max_depth, self.config.max_width)
             shape = SpecPlan(depth=d, width=w)
-        verify = min(max(n, budget), shape.candidate_nodes(n))
-        return SpecPlan(shape.depth, shape.width, None, self.predict_latency(batch, shape, verify))
+        return self._priced(batch, shape, min(max(n, budget), shape.candidate_nodes(n)))
 
 
 class AdaServePolicy(_BudgetedPolicy):
@@ -115,8 +119,7 @@ class SpecInferPolicy(Policy):
             return _IDLE
         exp = self.config.specinfer_expansion
         shape = SpecPlan(depth=len(exp), width=int(np.prod(exp)), expansion=exp)
-        return SpecPlan(shape.depth, shape.width, exp,
-                        self.predict_latency(batch, shape, shape.candidate_nodes(batch.n)))
+        return self._priced(batch, shape, shape.candidate_nodes(batch.n))
 
     def _select(self, batch, plan, candidates):
         return select_all(candidates)
@@ -129,7 +132,7 @@ class IncrementalPolicy(Policy):
     def plan(self, batch: BatchView) -> SpecPlan:
         if batch.n == 0:
             return _IDLE
-        return SpecPlan(0, 0, None, self.predict_latency(batch, _IDLE, batch.n))
+        return self._priced(batch, _IDLE, batch.n)
 
     def _select(self, batch, plan, candidates):
         return select_roots(candidates)
@@ -149,21 +152,23 @@ class TurboSpecPolicy(Policy):
         alphas = self.acceptance.alphas(batch.request_ids)  # [n]
         out = np.empty(self.config.max_chain + 1)
         for k in range(self.config.max_chain + 1):
-            chain = SpecPlan(depth=k, width=1 if k else 0)
             tokens = float(np.sum(expected_chain_tokens(alphas, k)))
-            out[k] = tokens / self.predict_latency(batch, chain, batch.n * (k + 1))
+            out[k] = tokens / self._priced(batch, _chain(k), batch.n * (k + 1)).t_spec_s
         return out  # [K + 1]
 
     def plan(self, batch: BatchView) -> SpecPlan:
         if batch.n == 0:
             return _IDLE
         k = int(np.argmax(self.goodput(batch)))  # ties go to the shorter chain
-        chain = SpecPlan(depth=k, width=1 if k else 0)
-        return SpecPlan(k, chain.width, None,
-                        self.predict_latency(batch, chain, batch.n * (k + 1)))
+        return self._priced(batch, _chain(k), batch.n * (k + 1))
 
     def _select(self, batch, plan, candidates):
         return select_all(candidates)
+
+
+def _chain(k: int) -> SpecPlan:
+    """A k-token chain draft (k = 0: no draft)."""
+    return SpecPlan(depth=k, width=1 if k else 0)
 
 
 POLICIES: dict[str, type[Policy]] = {

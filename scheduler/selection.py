@@ -99,9 +99,9 @@ def _mark(mask: np.ndarray, rows: np.ndarray, cols: np.ndarray, take: np.ndarray
 
 def _top_k(c: CandidateBatch, cost: np.ndarray, k: int) -> np.ndarray:
     """Mask of the k cheapest nodes by (cost, depth, request, index), or every finite one."""
-    finite = cost < np.inf
     if k <= 0:
         return np.zeros(cost.shape, bool)
+    finite = cost < np.inf
     if int(finite.sum()) <= k:
         return finite
     kth = np.partition(cost, k - 1, axis=None)[k - 1]
