@@ -1,0 +1,61 @@
+"""The engine's one configuration object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from adaserve.engine.weights import DEFAULT_MODEL
+from adaserve.scheduler import POLICIES
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Everything `Engine` needs; invalid values raise ValueError at construction.
+
+    draft: None (no speculation: only ``incremental``), ``"target"`` (the target drafts for
+    itself: every greedy candidate is accepted), ``"layers:N"`` (the target's first N layers
+    and its head: a weak draft), or a local Hugging Face directory sharing the tokenizer.
+    """
+
+    model: str = DEFAULT_MODEL
+    draft: str | None = None
+    policy: str = "incremental"
+    budget: int | None = None  # B; None: from the profile, else DEFAULT_BUDGET
+    max_depth: int = 8  # D_max (seed 002 Eq. 8)
+    max_width: int = 16  # W_max (Eq. 9)
+    kv_cache_mb: int = 1024  # target + draft KV pools together, allocated at start-up
+    max_batch: int = 32  # running requests (KV slots) at most
+    max_context: int = 1024  # prompt + output tokens per request
+    prefill_chunk: int = 128  # prompt tokens prefilled per iteration, across requests
+    max_waiting: int = 1024  # queued requests beyond which submit raises QueueFull
+    profile: Path | None = None  # None: the default profile path for model + draft, if present
+    device: str = "auto"  # "auto": cuda when available, else cpu
+    default_slo_ms: float | None = None  # TPOT SLO for requests that bring none
+    stop_token_ids: tuple[int, ...] = field(default_factory=tuple)  # beyond the tokenizer's EOS
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+        if self.policy != "incremental" and self.draft is None:
+            raise ValueError(f"policy {self.policy!r} speculates and needs a draft model "
+                             "(draft='target', 'layers:N' or a model directory)")
+        ints = {"max_depth": 1, "max_width": 1, "kv_cache_mb": 1, "max_batch": 1,
+                "max_context": 2, "prefill_chunk": 1, "max_waiting": 0}
+        for name, low in ints.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        if self.budget is not None and (not isinstance(self.budget, int) or self.budget < 1):
+            raise ValueError(f"budget must be None or an integer >= 1, got {self.budget!r}")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"device must be auto, cpu or cuda[:i], got {self.device!r}")
+        if self.draft is not None and self.draft.startswith("layers:"):
+            n = self.draft.split(":", 1)[1]
+            if not n.isdigit() or int(n) < 1:
+                raise ValueError(f"draft 'layers:N' needs N >= 1, got {self.draft!r}")
+        if self.default_slo_ms is not None and not self.default_slo_ms > 0:
+            raise ValueError(f"default_slo_ms must be > 0, got {self.default_slo_ms!r}")
+
+
+DEFAULT_BUDGET = 16  # DESIGN.md: the compute/bandwidth ratio of the 2-core dev CPU

@@ -1,0 +1,333 @@
+"""One engine iteration (DESIGN.md "The algorithm"), single-threaded and synchronous.
+
+admit -> prefill chunk -> plan -> draft trees -> select -> verify -> commit -> emit.
+`Engine` (engine.py) runs this in its own thread; tests drive it directly.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from adaserve.engine.batch import chunk_batch
+from adaserve.engine.config import DEFAULT_BUDGET, EngineConfig
+from adaserve.engine.draft import draft_trees
+from adaserve.engine.kv_cache import KVCache
+from adaserve.engine.loader import Models
+from adaserve.engine.profile_data import Profile
+from adaserve.engine.request import Output, Phase, Request
+from adaserve.engine.sampling import SamplingParams
+from adaserve.engine.verify import verify
+from adaserve.scheduler import (SLO, BatchView, CandidateBatch, IterationLatency,
+                                SchedulerConfig, make_policy)
+
+
+class QueueFull(RuntimeError):
+    """The waiting queue is at max_waiting; retry later."""
+
+
+@dataclass(frozen=True, slots=True)
+class IterationStats:
+    """What one iteration did; the server's metrics and the profiler read these."""
+
+    seconds: float
+    running: int  # requests verified
+    waiting: int
+    depth: int
+    width: int
+    verify_tokens: int  # budget used
+    emitted_tokens: int
+    prefill_tokens: int
+    context_tokens: int
+
+
+class EngineCore:
+    def __init__(self, cfg: EngineConfig, models: Models, profile: Profile | None = None) -> None:
+        self.cfg, self.models, self.profile = cfg, models, profile
+        tcfg = models.target.cfg
+        self.max_tree = _max_tree_nodes(cfg)
+        # A slot holds the context, a verification tree's scratch and the trash column.
+        slot_len = cfg.max_context + self.max_tree + 1
+        dt = models.target.dtype
+        per_slot = KVCache.bytes_per_slot(tcfg.layers, tcfg.kv_heads, tcfg.head_dim, slot_len, dt)
+        d = models.draft
+        if d is not None and d is not models.target:
+            per_slot += KVCache.bytes_per_slot(d.n_layers, d.cfg.kv_heads, d.cfg.head_dim,
+                                               slot_len, dt)
+        elif d is models.target:
+            per_slot *= 2
+        n_slots = min(cfg.max_batch, cfg.kv_cache_mb * 2**20 // per_slot)
+        if n_slots < 1:
+            raise ValueError(f"kv_cache_mb={cfg.kv_cache_mb} cannot hold one request of "
+                             f"max_context={cfg.max_context} ({per_slot / 2**20:.1f} MiB each)")
+        dev = models.device
+        self.kv = KVCache(models.target.n_layers, n_slots, tcfg.kv_heads, tcfg.head_dim,
+                          slot_len, dt, dev)
+        self.draft_kv = None if d is None else KVCache(
+            d.n_layers, n_slots, d.cfg.kv_heads, d.cfg.head_dim, slot_len, dt, dev)
+        budget = cfg.budget or (profile.budget if profile else DEFAULT_BUDGET)
+        sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width)
+        latency = None
+        if profile is not None:
+            latency = IterationLatency(profile.target, profile.draft_model)
+        self.policy = make_policy(cfg.policy, sched, latency)
+        self.default_slo = SLO.from_ms(cfg.default_slo_ms)
+        self.waiting: collections.deque[Request] = collections.deque()
+        self.slots: list[Request] = []  # index = KV slot; [0, n_decode) decode, then prefill
+        self.n_decode = 0
+        self.by_id: dict[str, Request] = {}
+        self.stats: collections.deque[IterationStats] = collections.deque(maxlen=4096)
+
+    # ---- requests in and out -------------------------------------------------------------
+
+    def add(self, request_id: str, prompt_ids: list[int], params: SamplingParams,
+            slo: SLO | None = None) -> Request:
+        """Queue a request; ValueError for input the engine cannot serve, QueueFull."""
+        if request_id in self.by_id:
+            raise ValueError(f"request id {request_id!r} is already in use")
+        self.check(prompt_ids, params, len(self.waiting))
+        seed = params.seed if params.seed is not None else random.getrandbits(63)
+        r = Request(request_id, list(prompt_ids), params, slo or self.default_slo, seed)
+        self.waiting.append(r)
+        self.by_id[request_id] = r
+        return r
+
+    def check(self, prompt_ids: list[int], params: SamplingParams, waiting: int) -> None:
+        """Raise ValueError / QueueFull for a request this engine would refuse."""
+        if not isinstance(params, SamplingParams):
+            raise ValueError("params must be a SamplingParams")
+        if not prompt_ids:
+            raise ValueError("the prompt is empty")
+        vocab = self.models.target.cfg.vocab
+        if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
+            raise ValueError(f"prompt token ids must be in [0, {vocab})")
+        if len(prompt_ids) + params.max_tokens > self.cfg.max_context:
+            raise ValueError(
+                f"prompt ({len(prompt_ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
+                f"the context limit of {self.cfg.max_context} tokens")
+        if waiting >= self.cfg.max_waiting:
+            raise QueueFull(f"{waiting} requests are already waiting")
+
+    def fail_all(self, error: str) -> list[Output]:
+        """End every request with finish_reason "error" and free all cache (after a failed
+        iteration the cache contents cannot be trusted)."""
+        outs = []
+        for r in list(self.waiting) + list(self.slots):
+            out = self._finish(r, "error")
+            outs.append(Output(r.id, (), "", True, "error", out.stats, error))
+        self.waiting.clear()
+        for r in self.slots:
+            r.slot = -1
+        self.slots.clear()
+        self.n_decode = 0
+        return outs
+
+    def abort(self, request_id: str) -> Output | None:
+        """Drop a request wherever it is and free its cache; None if it is unknown."""
+        r = self.by_id.get(request_id)
+        if r is None:
+            return None
+        if r.phase is Phase.WAITING:
+            self.waiting.remove(r)
+        else:
+            self._free(r)
+        return self._finish(r, "abort")
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.slots)
+
+    @property
+    def free_slots(self) -> int:
+        return self.kv.n_slots - len(self.slots)
+
+    # ---- one iteration -------------------------------------------------------------------
+
+    def step(self) -> list[Output]:
+        t0 = time.perf_counter()
+        self._admit()
+        prefilled = self._prefill()
+        outputs: list[Output] = []
+        reqs = self.slots[: self.n_decode]
+        if not reqs:
+            return outputs
+        view = self._view(reqs, t0)
+        plan = self.policy.plan(view)
+        if plan.speculates:
+            trees = draft_trees(self.models.draft, self.draft_kv, reqs, plan,
+                                self.models.draft_token_ids)
+            cands = trees.candidates
+        else:
+            trees, cands = None, CandidateBatch.roots([r.tokens[-1] for r in reqs])
+        sel = self.policy.select(view, plan, cands)
+        res = verify(self.models.target, self.kv, reqs, cands, sel.mask)
+        if trees is not None:
+            self._commit_draft(reqs, cands, trees, res.accepted)
+            self.policy.acceptance.observe([r.id for r in reqs], res.verified - 1,
+                                           [len(a) for a in res.accepted])
+        now = time.perf_counter()
+        done = []
+        emitted = 0
+        for r, new in zip(reqs, res.new_tokens):
+            r.steps += 1
+            out = self._emit(r, new, now)
+            emitted += len(out.token_ids)
+            if out.finished:
+                done.append(r)
+            outputs.append(out)
+        for r in done:
+            self._free(r)
+        self.stats.append(IterationStats(
+            time.perf_counter() - t0, len(reqs), len(self.waiting), plan.depth, plan.width,
+            int(res.verified.sum()), emitted, prefilled, int(view.context_tokens.sum())))
+        return outputs
+
+    def _view(self, reqs: list[Request], now: float) -> BatchView:
+        n = len(reqs)
+        slo = np.array([np.nan if r.slo.tpot_s is None else r.slo.tpot_s for r in reqs])
+        lat = np.array([0.0 if r.t_first is None else now - r.t_first for r in reqs])
+        dec = np.array([max(0, len(r.tokens) - r.n_prompt - 1) for r in reqs], np.int64)
+        ctx = np.array([r.target_len for r in reqs], np.int64)
+        return BatchView(tuple(r.id for r in reqs), slo.reshape(n), lat.reshape(n), dec, ctx)
+
+    def _commit_draft(self, reqs, cands, trees, accepted) -> None:
+        """Keep the draft's K/V of accepted nodes it was fed (seed 000 KV alignment); the
+        rest of the accepted path and the bonus token reach the draft next iteration."""
+        slots, src, dst = [], [], []
+        for i, (r, nodes) in enumerate(zip(reqs, accepted)):
+            fed = nodes[cands.depth[i, nodes] < trees.fed_depth]
+            if fed.size:
+                base = int(trees.scratch_base[i])
+                slots.append(np.full(fed.size, i))
+                src.append(base + fed - 1)
+                dst.append(base + cands.depth[i, fed] - 1)
+                r.draft_len += fed.size
+        if slots:
+            self.draft_kv.move_columns(
+                *(torch.from_numpy(np.concatenate(a)) for a in (slots, src, dst)))
+
+    # ---- admission and prefill -----------------------------------------------------------
+
+    def _admit(self) -> None:
+        while self.waiting and len(self.slots) < self.kv.n_slots:
+            r = self.waiting.popleft()
+            r.slot, r.phase = len(self.slots), Phase.PREFILL
+            self.slots.append(r)
+
+    def _prefill(self) -> int:
+        """Prefill up to prefill_chunk prompt tokens, oldest request first. The last prompt
+        token is left out: it is the root of the request's first speculation."""
+        budget = self.cfg.prefill_chunk
+        batch: list[tuple[Request, list[int]]] = []
+        for r in self.slots[self.n_decode:]:
+            if budget == 0:
+                break
+            take = min(budget, r.n_prompt - 1 - r.target_len)
+            batch.append((r, r.tokens[r.target_len: r.target_len + take]))
+            budget -= take
+        work = [(r, c) for r, c in batch if c]
+        if work:
+            slots = torch.tensor([r.slot for r, _ in work])
+            starts = torch.tensor([r.target_len for r, _ in work])
+            chunks = [c for _, c in work]
+            fb = chunk_batch(slots, starts, chunks, self.kv.trash_col, last_logits=True)
+            self.models.target(self.kv, fb)
+            if self.draft_kv is not None:
+                fbd = chunk_batch(slots, starts, chunks, self.draft_kv.trash_col, True)
+                self.models.draft(self.draft_kv, fbd)
+            for r, c in work:
+                r.target_len += len(c)
+                r.draft_len = r.target_len if self.draft_kv is not None else 0
+        for r, _ in batch:
+            if r.target_len == r.n_prompt - 1:
+                self._promote(r)
+        return sum(len(c) for _, c in work)
+
+    def _promote(self, r: Request) -> None:
+        """Prefill done: swap r into the first prefill slot and grow the decode range."""
+        j, k = r.slot, self.n_decode
+        if j != k:
+            other = self.slots[k]
+            self.kv.swap_slots(j, k, r.target_len, other.target_len)
+            if self.draft_kv is not None:
+                self.draft_kv.swap_slots(j, k, r.draft_len, other.draft_len)
+            self.slots[j], self.slots[k] = other, r
+            other.slot, r.slot = j, k
+        r.phase = Phase.DECODE
+        self.n_decode += 1
+
+    # ---- leaving ------------------------------------------------------------------------
+
+    def _free(self, r: Request) -> None:
+        """Release r's slot, keeping decode slots [0, n_decode) and all slots compact."""
+        i = r.slot
+        if r.phase is Phase.DECODE:
+            self._move(self.n_decode - 1, i)
+            self.n_decode -= 1
+            self._move(len(self.slots) - 1, self.n_decode)
+        else:
+            self._move(len(self.slots) - 1, i)
+        self.slots.pop()
+        r.slot = -1
+
+    def _move(self, src: int, dst: int) -> None:
+        if src == dst or src >= len(self.slots):
+            return
+        m = self.slots[src]
+        self.kv.copy_slot(src, dst, m.target_len)
+        if self.draft_kv is not None:
+            self.draft_kv.copy_slot(src, dst, m.draft_len)
+        self.slots[dst], m.slot = m, dst
+
+    def _emit(self, r: Request, new: list[int], now: float) -> Output:
+        """Append the iteration's tokens, apply EOS / max_tokens / stop strings."""
+        p = r.params
+        added: list[int] = []
+        reason = None
+        for t in new:
+            if t in self.models.eos_ids and not p.ignore_eos:
+                reason = "stop"
+                break
+            added.append(t)
+            if len(r.tokens) - r.n_prompt + len(added) >= p.max_tokens:
+                reason = "length"
+                break
+        r.tokens.extend(added)
+        if added:
+            r.t_first = r.t_first or now
+            r.t_last = now
+        full = self.models.tokenizer.decode(r.output_ids, skip_special_tokens=True)
+        release = len(full)
+        for s in p.stop:
+            at = full.find(s, max(0, len(r.text) - len(s)))
+            if at >= 0 and at < release:
+                release, reason = at, "stop"
+        if reason is None:
+            # hold back an incomplete UTF-8 sequence and anything a stop string may begin
+            hold = max((len(s) - 1 for s in p.stop), default=0)
+            release = len(full.rstrip("\ufffd")) - hold
+        delta = full[len(r.text): max(release, len(r.text))]
+        r.text += delta
+        if reason is not None:
+            return self._finish(r, reason, tuple(added), delta)
+        return Output(r.id, tuple(added), delta)
+
+    def _finish(self, r: Request, reason: str, added: tuple[int, ...] = (),
+                delta: str = "") -> Output:
+        r.phase, r.finish_reason = Phase.DONE, reason
+        self.by_id.pop(r.id, None)
+        self.policy.acceptance.forget(r.id)
+        return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=r.stats())
+
+
+def _max_tree_nodes(cfg: EngineConfig) -> int:
+    """The most nodes one request's candidate tree can have under any policy."""
+    beam = 1 + cfg.max_depth * cfg.max_width
+    exp = SchedulerConfig(budget=1).specinfer_expansion
+    spec = 1 + sum(int(np.prod(exp[: k + 1])) for k in range(len(exp)))
+    return max(beam, spec, 1 + SchedulerConfig(budget=1).max_chain)

@@ -1,0 +1,162 @@
+"""A Llama-family decoder in plain PyTorch, reading and writing a preallocated KV cache.
+
+One forward serves every phase (prefill chunks, draft beam steps, tree verification): the
+caller hands a `ForwardBatch` whose explicit mask says which cache columns each query sees.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from adaserve.engine.batch import ForwardBatch
+from adaserve.engine.kv_cache import KVCache
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    rms_eps: float
+    rope_theta: float
+    rope_scaling: dict | None
+    max_positions: int
+    tie_embeddings: bool
+
+    @classmethod
+    def from_hf(cls, cfg: dict) -> ModelConfig:
+        if cfg.get("model_type") not in ("llama", "mistral", "qwen2", None):
+            raise ValueError(f"model_type {cfg.get('model_type')!r} is not a Llama-family model")
+        if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+            raise ValueError("attention/MLP biases are not supported")
+        heads = cfg["num_attention_heads"]
+        rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+        theta = rope.get("rope_theta", cfg.get("rope_theta", 10000.0))
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        return cls(
+            hidden=cfg["hidden_size"], layers=cfg["num_hidden_layers"], heads=heads,
+            kv_heads=cfg.get("num_key_value_heads", heads),
+            head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+            intermediate=cfg["intermediate_size"], vocab=cfg["vocab_size"],
+            rms_eps=cfg.get("rms_norm_eps", 1e-6), rope_theta=float(theta),
+            rope_scaling=None if kind == "default" else dict(rope, rope_type=kind),
+            max_positions=cfg.get("max_position_embeddings", 4096),
+            tie_embeddings=cfg.get("tie_word_embeddings", False),
+        )
+
+
+def rope_inv_freq(cfg: ModelConfig) -> torch.Tensor:
+    """Inverse frequencies [head_dim/2], with the model's own theta and scaling."""
+    d = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    s = cfg.rope_scaling
+    if s is None:
+        return inv
+    kind = s["rope_type"]
+    if kind == "linear":
+        return inv / s["factor"]
+    if kind == "llama3":  # Llama 3.1: scale long wavelengths, keep short ones, blend between
+        factor, lo, hi = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+        old = s["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo)
+        blended = (1 - smooth) * inv / factor + smooth * inv
+        out = torch.where(wavelen > old / lo, inv / factor, inv)
+        mid = (wavelen <= old / lo) & (wavelen >= old / hi)
+        return torch.where(mid, blended, out)
+    raise ValueError(f"rope scaling {kind!r} is not supported (default, linear, llama3)")
+
+
+class Llama(torch.nn.Module):
+    """Weights as plain tensors: Q/K/V fused into one matmul, gate/up into another."""
+
+    def __init__(self, cfg: ModelConfig, state: dict, *, layers: int | None = None,
+                 dtype: torch.dtype = torch.float32, device: str = "cpu") -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.n_layers = cfg.layers if layers is None else layers
+        if not 1 <= self.n_layers <= cfg.layers:
+            raise ValueError(f"layers must be in 1..{cfg.layers}, got {layers}")
+        self.dtype, self.device = dtype, device
+
+        def w(name: str) -> torch.Tensor:
+            return state[name].to(device=device, dtype=dtype)
+
+        self.embed = w("model.embed_tokens.weight")  # [V, hidden]
+        head = "model.embed_tokens.weight" if cfg.tie_embeddings or "lm_head.weight" not in state \
+            else "lm_head.weight"
+        self.lm_head = self.embed if head == "model.embed_tokens.weight" else w(head)
+        self.norm = w("model.norm.weight")
+        self.blocks = []
+        for i in range(self.n_layers):
+            p = f"model.layers.{i}."
+            self.blocks.append((
+                w(p + "input_layernorm.weight"),
+                torch.cat([w(p + f"self_attn.{x}_proj.weight") for x in "qkv"]).contiguous(),
+                w(p + "self_attn.o_proj.weight"),
+                w(p + "post_attention_layernorm.weight"),
+                torch.cat([w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")]).contiguous(),
+                w(p + "mlp.down_proj.weight"),
+            ))
+        pos = torch.arange(cfg.max_positions + 1024, dtype=torch.float64)
+        freqs = torch.outer(pos, rope_inv_freq(cfg))  # [P, head_dim/2]
+        emb = torch.cat([freqs, freqs], dim=-1)
+        self.cos = emb.cos().to(device=device, dtype=dtype)  # [P, head_dim]
+        self.sin = emb.sin().to(device=device, dtype=dtype)
+
+    def weight_bytes(self) -> int:
+        ts = [self.embed, self.norm] + [t for b in self.blocks for t in b]
+        if self.lm_head is not self.embed:
+            ts.append(self.lm_head)
+        return sum(t.numel() * t.element_size() for t in ts)
+
+    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        var = x.pow(2).mean(-1, keepdim=True)
+        return x * torch.rsqrt(var + self.cfg.rms_eps) * weight
+
+    @torch.inference_mode()
+    def forward(self, kv: KVCache, fb: ForwardBatch) -> torch.Tensor:
+        """Logits [R, V] for the rows fb.out_rows (flat indices into [n*Q]); writes K/V of
+        every token of fb into the cache columns fb.write_pos."""
+        cfg = self.cfg
+        n, q = fb.tokens.shape
+        h_, kvh, d = cfg.heads, cfg.kv_heads, cfg.head_dim
+        x = F.embedding(fb.tokens, self.embed)  # [n, Q, hidden]
+        cos = self.cos[fb.positions].unsqueeze(2)  # [n, Q, 1, D]
+        sin = self.sin[fb.positions].unsqueeze(2)
+        rows = fb.slots
+        write_rows = rows[:, None].expand(n, q) if isinstance(rows, torch.Tensor) \
+            else torch.arange(rows.start, rows.stop, device=fb.tokens.device)[:, None].expand(n, q)
+        t = fb.kv_len
+        for layer, (ln1, wqkv, wo, ln2, wgu, wdown) in enumerate(self.blocks):
+            qkv = F.linear(self._rms(x, ln1), wqkv)  # [n, Q, (H + 2Hkv) * D]
+            qh, kh, vh = qkv.split([h_ * d, kvh * d, kvh * d], dim=-1)
+            qh = _rope(qh.view(n, q, h_, d), cos, sin)
+            kh = _rope(kh.view(n, q, kvh, d), cos, sin)
+            kc, vc = kv.k[layer], kv.v[layer]  # [S, Hkv, C, D]
+            kc[write_rows, :, fb.write_pos] = kh  # advanced indices first: [n, Q, Hkv, D]
+            vc[write_rows, :, fb.write_pos] = vh.view(n, q, kvh, d)
+            keys, values = kc[rows, :, :t], vc[rows, :, :t]  # [n, Hkv, T, D]
+            att = F.scaled_dot_product_attention(
+                qh.transpose(1, 2), keys, values, attn_mask=fb.mask, enable_gqa=True)
+            x = x + F.linear(att.transpose(1, 2).reshape(n, q, h_ * d), wo)
+            gate, up = F.linear(self._rms(x, ln2), wgu).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, wdown)
+        h = x.view(n * q, cfg.hidden)
+        if fb.out_rows is not None:
+            h = h[fb.out_rows]
+        return F.linear(self._rms(h, self.norm), self.lm_head)  # [R, V]
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin

