@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from adaserve import __version__
 
@@ -14,7 +15,60 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     policies = sub.add_parser("policies", help="list the scheduling policies")
     policies.set_defaults(func=_list_policies)
+
+    prof = sub.add_parser("profile", help="measure this machine: budget B, latency models, "
+                                          "baseline latency; writes the profile the engine loads")
+    _model_args(prof)
+    prof.add_argument("--out", type=Path, default=None,
+                      help="where to write the profile (default: the cache path the engine reads)")
+    prof.add_argument("--repeats", type=int, default=5, help="timed repetitions per point")
+    prof.add_argument("--quick", action="store_true", help="a smaller latency grid")
+    prof.set_defaults(func=_profile)
+
+    gen = sub.add_parser("generate", help="run prompts through the embedded engine and print")
+    _model_args(gen)
+    gen.add_argument("prompts", nargs="+")
+    gen.add_argument("--policy", default=None, help="default: adaserve with a draft, else incremental")
+    gen.add_argument("--max-tokens", type=int, default=64)
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--chat", action="store_true", help="wrap each prompt in the chat template")
+    gen.set_defaults(func=_generate)
     return parser
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    from adaserve.engine.weights import DEFAULT_MODEL
+
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"{DEFAULT_MODEL} (packaged) or a local Hugging Face directory")
+    p.add_argument("--draft", default=None,
+                   help="'target', 'layers:N' or a local draft directory (default: none)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:i]")
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from adaserve.engine.profiler import main as profile_main
+
+    return profile_main(args)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from adaserve.engine import Engine, EngineConfig, SamplingParams
+
+    policy = args.policy or ("incremental" if args.draft is None else "adaserve")
+    cfg = EngineConfig(model=args.model, draft=args.draft, policy=policy, device=args.device)
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
+    with Engine(cfg) as eng:
+        ids = [eng.submit(messages=[{"role": "user", "content": p}], params=params)
+               if args.chat else eng.submit(p, params) for p in args.prompts]
+        for rid in ids:
+            c = eng.result(rid)
+            st = c.stats
+            print(c.text)
+            print(f"-- {st.output_tokens} tokens, {c.finish_reason}, "
+                  f"{st.accepted_tokens_per_step:.2f} tokens/step, "
+                  f"TPOT {1e3 * (st.tpot_s or 0):.1f} ms")
+    return 0
 
 
 def _list_policies(_: argparse.Namespace) -> int:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import Timer, machine
+
 from adaserve.scheduler import (
     SLO,
     BatchView,
@@ -70,44 +72,6 @@ def batch_view(n: int, rng: np.random.Generator) -> BatchView:
         l_s = decoded * (ms or 50.0) / 1e3 * lag
         reqs.append(RequestProgress(i, SLO.from_ms(ms), l_s, decoded, int(rng.integers(32, 2048))))
     return BatchView.from_progress(reqs)
-
-
-class Timer:
-    """Interleaved timing: every cell is sampled in each of several rounds, so a slow spell
-    of this shared machine lands on all cells alike instead of on whichever ran then."""
-
-    def __init__(self, repeats: int, rounds: int = 10) -> None:
-        self.rounds = max(1, min(rounds, repeats))
-        self.per_round = max(1, repeats // self.rounds)
-        self.cells: dict[tuple, Callable[[], object]] = {}
-        self.samples: dict[tuple, list[float]] = {}
-
-    def add(self, key: tuple, fn: Callable[[], object]) -> None:
-        fn()  # warm caches and lazy imports
-        self.cells[key] = fn
-        self.samples[key] = []
-
-    def run(self) -> dict[tuple, float]:
-        for _ in range(self.rounds):
-            for key, fn in self.cells.items():
-                for _ in range(self.per_round):
-                    t0 = time.perf_counter()
-                    fn()
-                    self.samples[key].append(time.perf_counter() - t0)
-        return {key: float(np.median(v)) * 1e3 for key, v in self.samples.items()}  # ms
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def main() -> int:

@@ -266,7 +266,7 @@ class EngineCore:
     def _free(self, r: Request) -> None:
         """Release r's slot, keeping decode slots [0, n_decode) and all slots compact."""
         i = r.slot
-        if r.phase is Phase.DECODE:
+        if i < self.n_decode:
             self._move(self.n_decode - 1, i)
             self.n_decode -= 1
             self._move(len(self.slots) - 1, self.n_decode)

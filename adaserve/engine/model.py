@@ -94,6 +94,9 @@ class Llama(torch.nn.Module):
         head = "model.embed_tokens.weight" if cfg.tie_embeddings or "lm_head.weight" not in state \
             else "lm_head.weight"
         self.lm_head = self.embed if head == "model.embed_tokens.weight" else w(head)
+        # A [hidden, V] copy of the head: for one row, x @ W^T streams it about twice as
+        # fast as the [V, hidden] layout on the dev CPU (MKL, AVX2).
+        self.lm_head_t = self.lm_head.t().contiguous()
         self.norm = w("model.norm.weight")
         self.blocks = []
         for i in range(self.n_layers):
@@ -137,7 +140,7 @@ class Llama(torch.nn.Module):
             else torch.arange(rows.start, rows.stop, device=fb.tokens.device)[:, None].expand(n, q)
         t = fb.kv_len
         for layer, (ln1, wqkv, wo, ln2, wgu, wdown) in enumerate(self.blocks):
-            qkv = F.linear(self._rms(x, ln1), wqkv)  # [n, Q, (H + 2Hkv) * D]
+            qkv = _linear(self._rms(x, ln1), wqkv)  # [n, Q, (H + 2Hkv) * D]
             qh, kh, vh = qkv.split([h_ * d, kvh * d, kvh * d], dim=-1)
             qh = _rope(qh.view(n, q, h_, d), cos, sin)
             kh = _rope(kh.view(n, q, kvh, d), cos, sin)
@@ -147,13 +150,26 @@ class Llama(torch.nn.Module):
             keys, values = kc[rows, :, :t], vc[rows, :, :t]  # [n, Hkv, T, D]
             att = F.scaled_dot_product_attention(
                 qh.transpose(1, 2), keys, values, attn_mask=fb.mask, enable_gqa=True)
-            x = x + F.linear(att.transpose(1, 2).reshape(n, q, h_ * d), wo)
-            gate, up = F.linear(self._rms(x, ln2), wgu).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, wdown)
+            x = x + _linear(att.transpose(1, 2).reshape(n, q, h_ * d), wo)
+            gate, up = _linear(self._rms(x, ln2), wgu).chunk(2, dim=-1)
+            x = x + _linear(F.silu(gate) * up, wdown)
         h = x.view(n * q, cfg.hidden)
         if fb.out_rows is not None:
             h = h[fb.out_rows]
-        return F.linear(self._rms(h, self.norm), self.lm_head)  # [R, V]
+        h = self._rms(h, self.norm)
+        if h.shape[0] == 1:
+            return h @ self.lm_head_t  # [1, V]
+        return _linear(h, self.lm_head)  # [R, V]
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x @ w.T computed as (w @ x.T).T: for the few-row products of decoding, MKL runs this
+    orientation up to 2x faster on the dev CPU (measured per weight shape, n = 1..64)."""
+    if x.device.type != "cpu":
+        return F.linear(x, w)
+    shape = x.shape
+    x2 = x.reshape(-1, shape[-1])
+    return (w @ x2.t()).t().reshape(*shape[:-1], w.shape[0])
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

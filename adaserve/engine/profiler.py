@@ -1,0 +1,132 @@
+"""`adaserve profile`: measure this machine, write the profile the engine and server load.
+
+- B: the knee of one target forward's latency against the tokens it processes (seed 002 §3).
+- Latency models T = a*N_ctx + g*N_tok + c for one target forward and one draft step
+  (seed 000 Eq. 3), fitted on a grid of batch size x tokens per request x context.
+- Baseline latency: the minimal per-iteration latency of `incremental` at batch 8,
+  input 32, output 128 (seed 002 §6.1).
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import statistics
+import time
+from dataclasses import replace
+
+import torch
+
+from adaserve.engine.batch import tree_batch
+from adaserve.engine.config import EngineConfig
+from adaserve.engine.core import EngineCore
+from adaserve.engine.kv_cache import KVCache
+from adaserve.engine.loader import Models, load_models
+from adaserve.engine.model import Llama
+from adaserve.engine.profile_data import Profile, default_profile_path
+from adaserve.engine.sampling import SamplingParams
+from adaserve.scheduler import LatencyModel, find_knee
+
+KNEE_TOKENS = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64, 96, 128)
+
+
+def time_forward(model: Llama, kv: KVCache, n: int, q: int, ctx: int, repeats: int) -> float:
+    """Median seconds of one forward: n requests x q chained tokens after ctx cached ones."""
+    base = torch.full((n,), ctx, dtype=torch.int64)
+    ar = torch.arange(q)
+    idx = ar[None].expand(n, q)
+    anc = torch.ones(q, q, dtype=torch.bool).tril()[None].expand(n, q, q)
+    fb = tree_batch(slice(0, n), base, base, torch.randint(100, 1000, (n, q)), idx, idx, anc,
+                    torch.ones(n, q, dtype=torch.bool), kv.trash_col)
+    model(kv, fb)  # warm-up
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        model(kv, fb)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _latency_grid(model: Llama, repeats: int, quick: bool) -> dict:
+    ns, qs, ctxs = ((1, 4, 8), (1, 4, 16), (32, 256)) if quick else \
+        ((1, 2, 4, 8, 16), (1, 2, 4, 8, 16), (32, 256, 768))
+    kv = KVCache(model.n_layers, max(ns), model.cfg.kv_heads, model.cfg.head_dim,
+                 max(ctxs) + max(qs) + 2, model.dtype, model.device)
+    rows = []
+    for n in ns:
+        for q in qs:
+            for c in ctxs:
+                rows.append((n * c, n * q, time_forward(model, kv, n, q, c, repeats)))
+    ctx, tok, sec = zip(*rows)
+    return {"context_tokens": list(ctx), "batch_tokens": list(tok), "seconds": list(sec)}
+
+
+def _knee_curve(model: Llama, repeats: int) -> dict:
+    """Latency of one forward against tokens, spread over 8 requests of 64 context."""
+    kv = KVCache(model.n_layers, 8, model.cfg.kv_heads, model.cfg.head_dim, 64 + 16 + 2,
+                 model.dtype, model.device)
+    sec = []
+    for k in KNEE_TOKENS:
+        n = min(8, k)
+        sec.append(time_forward(model, kv, n, k // n, 64, repeats))
+    toks = [min(8, k) * (k // min(8, k)) for k in KNEE_TOKENS]
+    return {"tokens": toks, "seconds": sec}
+
+
+def baseline_latency(cfg: EngineConfig, models: Models) -> float:
+    """Min decode-iteration seconds of incremental: batch 8, input 32, output 128."""
+    core = EngineCore(replace(cfg, policy="incremental", max_batch=8), models)
+    for i in range(8):
+        core.add(f"b{i}", [100 + i] * 32, SamplingParams(max_tokens=128, ignore_eos=True))
+    while core.has_work:
+        core.step()
+    decode = [s.seconds for s in core.stats if s.prefill_tokens == 0 and s.running == 8]
+    return min(decode)
+
+
+def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False,
+                log=print) -> Profile:
+    models = load_models(cfg)
+    log("timing target forward against tokens (the knee)...")
+    curve = _knee_curve(models.target, repeats)
+    knee = find_knee(curve["tokens"], curve["seconds"], min_bend=1.5)
+    log("fitting the target latency model...")
+    grid = _latency_grid(models.target, repeats, quick)
+    target = LatencyModel.fit(grid["context_tokens"], grid["batch_tokens"], grid["seconds"])
+    draft_model, draft_grid = None, None
+    if models.draft is not None:
+        log("fitting the draft latency model...")
+        draft_grid = _latency_grid(models.draft, repeats, quick)
+        draft_model = LatencyModel.fit(draft_grid["context_tokens"], draft_grid["batch_tokens"],
+                                       draft_grid["seconds"])
+    log("measuring the baseline latency (incremental, batch 8, in 32, out 128)...")
+    base = baseline_latency(cfg, models)
+    return Profile(
+        model=cfg.model, draft=cfg.draft, budget=int(knee.tokens), knee_found=bool(knee.found),
+        target=target, draft_model=draft_model, baseline_latency_s=base,
+        machine=f"{platform.node()} {platform.machine()} {platform.processor() or ''} "
+                f"{torch.get_num_threads()} threads, torch {torch.__version__}, {models.device}",
+        date=datetime.date.today().isoformat(),
+        samples={"knee": curve, "target": grid, "draft": draft_grid,
+                 "target_r2": target.r2(grid["context_tokens"], grid["batch_tokens"],
+                                        grid["seconds"])})
+
+
+def main(args) -> int:
+    cfg = EngineConfig(model=args.model, draft=args.draft,
+                       policy="incremental" if args.draft is None else "adaserve",
+                       device=args.device)
+    prof = run_profile(cfg, repeats=args.repeats, quick=args.quick)
+    out = args.out or default_profile_path(cfg.model, cfg.draft)
+    prof.save(out)
+    print(f"budget B = {prof.budget} tokens (knee {'found' if prof.knee_found else 'NOT found'})")
+    t = prof.target
+    print(f"target forward: {t.alpha * 1e6:.3f} us/context token, {t.gamma * 1e3:.3f} ms/token, "
+          f"{t.delta * 1e3:.2f} ms fixed (R^2 {prof.samples['target_r2']:.3f})")
+    if prof.draft_model is not None:
+        d = prof.draft_model
+        print(f"draft step: {d.alpha * 1e6:.3f} us/context token, {d.gamma * 1e3:.3f} ms/token, "
+              f"{d.delta * 1e3:.2f} ms fixed")
+    print(f"baseline latency: {prof.baseline_latency_s * 1e3:.1f} ms per iteration")
+    print(f"wrote {out}")
+    return 0
