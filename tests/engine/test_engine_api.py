@@ -52,7 +52,7 @@ def test_prompt_over_the_context_limit_is_rejected_and_serving_goes_on(engine):
     with pytest.raises(ValueError, match="context limit of 256 tokens"):
         engine.submit(long, SamplingParams(max_tokens=8))
     with pytest.raises(ValueError, match="context limit"):
-        engine.submit(PROMPTS[0], SamplingParams(max_tokens=250))
+        engine.submit(PROMPTS[0], SamplingParams(max_tokens=256))
     [c] = engine.generate([PROMPTS[3]], SamplingParams(max_tokens=6, ignore_eos=True))
     assert len(c.token_ids) == 6
 

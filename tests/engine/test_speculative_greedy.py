@@ -64,11 +64,8 @@ def test_target_as_draft_equals_incremental(policy, tokenizer, reference):
 @pytest.mark.parametrize("policy", SPECULATIVE + ["turbospec"])
 def test_weak_draft_equals_incremental(policy, tokenizer, reference):
     """A 4-layer cut of the target: most candidates are rejected."""
-    kw = {}
-    if policy == "turbospec":
-        kw["profile"] = None
-    core = make_core(policy, draft="layers:4", budget=32, max_batch=16, **kw) \
-        if policy != "turbospec" else _turbospec_core()
+    core = _turbospec_core() if policy == "turbospec" else \
+        make_core(policy, draft="layers:4", budget=32, max_batch=16)
     out = run_workload(core, _schedule(tokenizer))
     assert out == reference
 
