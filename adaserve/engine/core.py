@@ -70,7 +70,9 @@ class EngineCore:
                           slot_len, dt, dev)
         self.draft_kv = None if d is None else KVCache(
             d.n_layers, n_slots, d.cfg.kv_heads, d.cfg.head_dim, slot_len, dt, dev)
-        budget = cfg.budget or (profile.budget if profile else DEFAULT_BUDGET)
+        # A profile without a clear knee says nothing about B: keep the default then.
+        budget = cfg.budget or (profile.budget if profile and profile.knee_found
+                                else DEFAULT_BUDGET)
         sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width)
         latency = None
         if profile is not None:
