@@ -28,6 +28,7 @@ from _common import machine
 
 from adaserve.engine import EngineConfig, SamplingParams
 from adaserve.engine.core import EngineCore
+from adaserve.engine.engine import encode_chat
 from adaserve.engine.loader import load_models
 
 PROMPTS = [
@@ -43,9 +44,7 @@ PROMPTS = [
 
 
 def chat_ids(tok, i: int) -> list[int]:
-    msgs = [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]
-    out = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
-    return list(out["input_ids"] if hasattr(out, "keys") else out)
+    return encode_chat(tok, [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}])
 
 
 def run_engine(core: EngineCore, prompts: list[list[int]], new: int) -> tuple[float, list]:

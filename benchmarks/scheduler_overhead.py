@@ -13,11 +13,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import platform
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -62,10 +63,11 @@ def chain_ancestors(q: int) -> torch.Tensor:
 
 
 def chunk_batch(slots: slice | torch.Tensor, starts: torch.Tensor, chunks: list[list[int]],
-                trash_col: int, last_logits: bool) -> ForwardBatch:
+                trash_col: int, logits: Literal["all", "last", "none"]) -> ForwardBatch:
     """Prefill/catch-up chunks: request i appends ``chunks[i]`` at column ``starts[i]``.
 
-    With ``last_logits`` the forward returns one logits row per request (its last token).
+    ``logits``: a row per chunk token, one per request (its last token), or none (prefill
+    only fills the cache; the LM head is the costliest matmul of a small model).
     """
     n = len(chunks)
     lens = torch.tensor([len(c) for c in chunks], dtype=torch.int64)
@@ -77,5 +79,6 @@ def chunk_batch(slots: slice | torch.Tensor, starts: torch.Tensor, chunks: list[
     valid = ar[None, :] < lens[:, None]
     idx = ar[None, :].expand(n, q)
     anc = chain_ancestors(q)[None].expand(n, q, q) & valid[:, None, :]
-    out = torch.arange(n) * q + lens - 1 if last_logits else None
+    out = {"all": None, "last": torch.arange(n) * q + lens - 1,
+           "none": torch.zeros(0, dtype=torch.int64)}[logits]
     return tree_batch(slots, starts, starts, tokens, idx, idx, anc, valid, trash_col, out)

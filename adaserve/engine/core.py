@@ -50,7 +50,11 @@ class EngineCore:
     def __init__(self, cfg: EngineConfig, models: Models, profile: Profile | None = None) -> None:
         self.cfg, self.models, self.profile = cfg, models, profile
         tcfg = models.target.cfg
-        self.max_tree = _max_tree_nodes(cfg)
+        # A profile without a clear knee says nothing about B: keep the default then.
+        budget = cfg.budget or (profile.budget if profile and profile.knee_found
+                                else DEFAULT_BUDGET)
+        sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width)
+        self.max_tree = _max_tree_nodes(sched)
         # A slot holds the context, a verification tree's scratch and the trash column.
         slot_len = cfg.max_context + self.max_tree + 1
         dt = models.target.dtype
@@ -70,10 +74,6 @@ class EngineCore:
                           slot_len, dt, dev)
         self.draft_kv = None if d is None else KVCache(
             d.n_layers, n_slots, d.cfg.kv_heads, d.cfg.head_dim, slot_len, dt, dev)
-        # A profile without a clear knee says nothing about B: keep the default then.
-        budget = cfg.budget or (profile.budget if profile and profile.knee_found
-                                else DEFAULT_BUDGET)
-        sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width)
         latency = None
         if profile is not None:
             latency = IterationLatency(profile.target, profile.draft_model)
@@ -120,8 +120,7 @@ class EngineCore:
         iteration the cache contents cannot be trusted)."""
         outs = []
         for r in list(self.waiting) + list(self.slots):
-            out = self._finish(r, "error")
-            outs.append(Output(r.id, (), "", True, "error", out.stats, error))
+            outs.append(self._finish(r, "error", error=error))
         self.waiting.clear()
         for r in self.slots:
             r.slot = -1
@@ -209,9 +208,7 @@ class EngineCore:
                 src.append(base + fed - 1)
                 dst.append(base + cands.depth[i, fed] - 1)
                 r.draft_len += fed.size
-        if slots:
-            self.draft_kv.move_columns(
-                *(torch.from_numpy(np.concatenate(a)) for a in (slots, src, dst)))
+        self.draft_kv.move_columns(slots, src, dst)
 
     # ---- admission and prefill -----------------------------------------------------------
 
@@ -237,11 +234,11 @@ class EngineCore:
             slots = torch.tensor([r.slot for r, _ in work])
             starts = torch.tensor([r.target_len for r, _ in work])
             chunks = [c for _, c in work]
-            fb = chunk_batch(slots, starts, chunks, self.kv.trash_col, last_logits=True)
+            # one batch serves both models: the two caches share slot_len and trash column
+            fb = chunk_batch(slots, starts, chunks, self.kv.trash_col, "none")
             self.models.target(self.kv, fb)
             if self.draft_kv is not None:
-                fbd = chunk_batch(slots, starts, chunks, self.draft_kv.trash_col, True)
-                self.models.draft(self.draft_kv, fbd)
+                self.models.draft(self.draft_kv, fb)
             for r, c in work:
                 r.target_len += len(c)
                 r.draft_len = r.target_len if self.draft_kv is not None else 0
@@ -320,16 +317,17 @@ class EngineCore:
         return Output(r.id, tuple(added), delta)
 
     def _finish(self, r: Request, reason: str, added: tuple[int, ...] = (),
-                delta: str = "") -> Output:
+                delta: str = "", error: str | None = None) -> Output:
         r.phase, r.finish_reason = Phase.DONE, reason
         self.by_id.pop(r.id, None)
         self.policy.acceptance.forget(r.id)
-        return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=r.stats())
+        return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=r.stats(),
+                      error=error)
 
 
-def _max_tree_nodes(cfg: EngineConfig) -> int:
+def _max_tree_nodes(sched: SchedulerConfig) -> int:
     """The most nodes one request's candidate tree can have under any policy."""
-    beam = 1 + cfg.max_depth * cfg.max_width
-    exp = SchedulerConfig(budget=1).specinfer_expansion
+    beam = 1 + sched.max_depth * sched.max_width
+    exp = sched.specinfer_expansion
     spec = 1 + sum(int(np.prod(exp[: k + 1])) for k in range(len(exp)))
-    return max(beam, spec, 1 + SchedulerConfig(budget=1).max_chain)
+    return max(beam, spec, 1 + sched.max_chain)

@@ -36,7 +36,7 @@ def draft_trees(model: Llama, kv: KVCache, reqs: list[Request], plan: SpecPlan,
     n = len(reqs)
     starts = torch.tensor([r.draft_len for r in reqs], dtype=torch.int64)
     fb = chunk_batch(slice(0, n), starts, [r.tokens[r.draft_len:] for r in reqs],
-                     kv.trash_col, last_logits=True)
+                     kv.trash_col, "last")
     logp = torch.log_softmax(model(kv, fb).float(), dim=-1)  # [n, V']
     for r in reqs:
         r.draft_len = len(r.tokens)

@@ -27,6 +27,14 @@ log = logging.getLogger(__name__)
 __all__ = ["Completion", "Engine", "QueueFull"]
 
 
+def encode_chat(tokenizer, messages: Sequence[dict]) -> list[int]:
+    """Token ids of a chat through the model's own chat template, assistant turn open."""
+    ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
+                                        tokenize=True)
+    # transformers 5 returns a BatchEncoding here, older versions a plain list
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     request_id: str
@@ -69,10 +77,7 @@ class Engine:
         return list(self.tokenizer.encode(prompt, add_special_tokens=False))
 
     def encode_chat(self, messages: Sequence[dict]) -> list[int]:
-        """Token ids of a chat through the model's own chat template, assistant turn open."""
-        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
-                                                 tokenize=True)
-        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+        return encode_chat(self.tokenizer, messages)
 
     def submit(self, prompt: str | Sequence[int] | None = None, params: SamplingParams | None = None,
                *, messages: Sequence[dict] | None = None, slo: SLO | None = None,

@@ -9,6 +9,7 @@ request leaves (the engine moves the last slot into the hole), so the view stays
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -36,14 +37,17 @@ class KVCache:
     def nbytes(self) -> int:
         return self.k.numel() * self.k.element_size() * 2
 
-    def move_columns(self, slots: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> None:
-        """Within each slot, copy column src[i] to dst[i] in every layer ([M] each).
+    def move_columns(self, slots: list[np.ndarray], src: list[np.ndarray],
+                     dst: list[np.ndarray]) -> None:
+        """Commit accepted paths: in slot slots[j][i], copy column src[j][i] to dst[j][i] in
+        every layer (one piece j per request, concatenated into one indexed copy).
 
         The right-hand side is gathered before anything is written, so overlapping
         sources and destinations are safe.
         """
-        if slots.numel() == 0:
+        if not slots:
             return
+        slots, src, dst = (torch.from_numpy(np.concatenate(a)) for a in (slots, src, dst))
         self.k[:, slots, :, dst] = self.k[:, slots, :, src]
         self.v[:, slots, :, dst] = self.v[:, slots, :, src]
 

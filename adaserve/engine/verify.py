@@ -92,8 +92,7 @@ def verify(model: Llama, kv: KVCache, reqs: list[Request], c: CandidateBatch,
             src.append(r.target_len + moved)
             dst.append(r.target_len + p.depth[i, moved])
         r.target_len += len(path)  # the root and the accepted nodes are now committed
-    if slots:
-        kv.move_columns(*(torch.from_numpy(np.concatenate(a)) for a in (slots, src, dst)))
+    kv.move_columns(slots, src, dst)
     return VerifyResult(out_nodes, out_tokens, p.valid.sum(1))
 
 

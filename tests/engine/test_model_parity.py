@@ -33,7 +33,7 @@ def test_prefill_logits_match_transformers(smollm, tokenizer, hf_model):
     kv = KVCache(m.n_layers, 2, m.cfg.kv_heads, m.cfg.head_dim, 64)
     ids = [tokenizer.encode(p) for p in prompts]
     # two requests of different lengths in one padded, chunked forward
-    fb = chunk_batch(slice(0, 2), torch.tensor([0, 0]), ids, kv.trash_col, last_logits=False)
+    fb = chunk_batch(slice(0, 2), torch.tensor([0, 0]), ids, kv.trash_col, "all")
     ours = m(kv, fb).view(2, -1, m.cfg.vocab)
     for i, x in enumerate(ids):
         ref = _hf_logits(hf_model, x)
@@ -48,7 +48,7 @@ def test_chunked_prefill_equals_one_shot(smollm, tokenizer, hf_model):
     kv = KVCache(m.n_layers, 1, m.cfg.kv_heads, m.cfg.head_dim, 64)
     cuts = [0, 7, 15, len(ids)]
     for a, b in zip(cuts, cuts[1:]):
-        fb = chunk_batch(torch.tensor([0]), torch.tensor([a]), [ids[a:b]], kv.trash_col, False)
+        fb = chunk_batch(torch.tensor([0]), torch.tensor([a]), [ids[a:b]], kv.trash_col, "all")
         last = m(kv, fb)
     ref = _hf_logits(hf_model, ids)[cuts[-2]:]
     assert (last - ref).abs().max().item() < TOL
@@ -71,7 +71,7 @@ def test_tree_verification_logits_equal_sequential_decoding(smollm, tokenizer, h
     p = pack(cands, mask)
     kv = KVCache(m.n_layers, 2, m.cfg.kv_heads, m.cfg.head_dim, 64)
     starts = torch.tensor([0, 0])
-    m(kv, chunk_batch(slice(0, 2), starts, [x[:-1] for x in prefixes], kv.trash_col, True))
+    m(kv, chunk_batch(slice(0, 2), starts, [x[:-1] for x in prefixes], kv.trash_col, "none"))
     base = torch.tensor([len(x) - 1 for x in prefixes])
     q = p.valid.shape[1]
     fb = tree_batch(slice(0, 2), base, base, torch.from_numpy(p.token), torch.from_numpy(p.depth),
