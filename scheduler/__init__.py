@@ -6,7 +6,7 @@ engine and the SGLang plugin call the same code and tests run on fabricated inpu
 
 from adaserve.scheduler.acceptance import AcceptanceTracker, Calibration, expected_chain_tokens
 from adaserve.scheduler.config import SchedulerConfig
-from adaserve.scheduler.cost import IterationLatency
+from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.latency import LatencyModel, LatencySample, find_knee
 from adaserve.scheduler.oracle import OracleResult, algorithm1
 from adaserve.scheduler.policies import POLICIES, Policy, make_policy
@@ -24,7 +24,7 @@ from adaserve.scheduler.slo import SLO, BatchView, RequestProgress, capped_requi
 from adaserve.scheduler.tree import CandidateBatch, CandidateTree
 
 __all__ = [
-    "AcceptanceTracker", "BatchView", "Calibration", "CandidateBatch", "CandidateTree",
+    "AcceptanceTracker", "BatchView", "CalibratedLatency", "Calibration", "CandidateBatch", "CandidateTree",
     "IterationLatency", "LatencyModel", "LatencySample", "OracleResult", "POLICIES", "Policy",
     "PoolFull", "RequestPool", "RequestProgress", "SLO", "SchedulerConfig", "Selection",
     "SpecPlan", "algorithm1", "capped_requirement", "depth_width", "expected_chain_tokens",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,3 +25,50 @@ class IterationLatency:
         if self.draft is not None:
             t += sum(float(self.draft.predict(context_tokens, k)) for k in draft_step_tokens)
         return t
+
+
+class CalibratedLatency:
+    """The iteration-latency predictor the engine hands its policy, kept true to the
+    machine it runs on (DESIGN.md step 5: update t_spec after each iteration).
+
+    The profile's model predicts how latency varies with the iteration's shape; measured
+    iterations correct its scale by an exponentially weighted ratio, sum of measured
+    seconds over sum of predicted seconds (a ratio of sums, so one odd iteration cannot
+    swing it the way a mean of ratios would). A profile taken on a quieter machine, a
+    co-tenant, or the prefill chunks riding along all show up in that ratio. Without a
+    profile the prediction is the weighted mean measured iteration, 0 before the first.
+    """
+
+    def __init__(self, base: IterationLatency | None = None, halflife: float = 32.0) -> None:
+        if not (math.isfinite(halflife) and halflife > 0):
+            raise ValueError(f"halflife must be a positive number of iterations, got {halflife!r}")
+        self.base = base
+        self._decay = 0.5 ** (1.0 / halflife)
+        self._measured = 0.0
+        self._predicted = 0.0
+
+    def _unit(self, context_tokens: int, draft_step_tokens: Sequence[int],
+              verify_tokens: int) -> float:
+        if self.base is None:
+            return 1.0
+        return self.base.predict(context_tokens, draft_step_tokens, verify_tokens)
+
+    @property
+    def ratio(self) -> float:
+        """Measured over profiled (or, without a profile, the mean iteration seconds)."""
+        if self._predicted > 0:
+            return self._measured / self._predicted
+        return 1.0 if self.base is not None else 0.0
+
+    def predict(self, context_tokens: int, draft_step_tokens: Sequence[int],
+                verify_tokens: int) -> float:
+        return self._unit(context_tokens, draft_step_tokens, verify_tokens) * self.ratio
+
+    def observe(self, context_tokens: int, draft_step_tokens: Sequence[int],
+                verify_tokens: int, seconds: float) -> None:
+        """Fold in one measured iteration of the given shape."""
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(f"seconds must be finite and >= 0, got {seconds!r}")
+        self._measured = self._decay * self._measured + seconds
+        self._predicted = self._decay * self._predicted + self._unit(
+            context_tokens, draft_step_tokens, verify_tokens)

@@ -15,7 +15,7 @@ import numpy as np
 
 from adaserve.scheduler.acceptance import AcceptanceTracker, expected_chain_tokens
 from adaserve.scheduler.config import SchedulerConfig
-from adaserve.scheduler.cost import IterationLatency
+from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.selection import (
     Selection,
     select_all,
@@ -37,7 +37,8 @@ class Policy(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
 
-    def __init__(self, config: SchedulerConfig, latency: IterationLatency | None = None,
+    def __init__(self, config: SchedulerConfig,
+                 latency: IterationLatency | CalibratedLatency | None = None,
                  acceptance: AcceptanceTracker | None = None) -> None:
         self.config = config
         self.latency = latency  # None: iteration latency is not predicted (t_spec = 0)
@@ -143,7 +144,8 @@ class TurboSpecPolicy(Policy):
     summary = "chain drafts, per-iteration length k in 0..K maximizing predicted goodput"
 
     def __init__(self, config, latency=None, acceptance=None):
-        if latency is None:
+        # a shape-blind predictor (no profile behind it) cannot rank chain lengths
+        if latency is None or isinstance(latency, CalibratedLatency) and latency.base is None:
             raise ValueError("turbospec needs a latency model (profile the target first)")
         super().__init__(config, latency, acceptance)
 

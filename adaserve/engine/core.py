@@ -23,8 +23,8 @@ from adaserve.engine.profile_data import Profile
 from adaserve.engine.request import Output, Phase, Request
 from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.verify import verify
-from adaserve.scheduler import (SLO, BatchView, CandidateBatch, IterationLatency,
-                                SchedulerConfig, make_policy)
+from adaserve.scheduler import (SLO, BatchView, CalibratedLatency, CandidateBatch,
+                                IterationLatency, SchedulerConfig, make_policy)
 
 
 class QueueFull(RuntimeError):
@@ -36,6 +36,7 @@ class IterationStats:
     """What one iteration did; the server's metrics and the profiler read these."""
 
     seconds: float
+    predicted_seconds: float  # t_spec the policy planned with (0 before any measurement)
     running: int  # requests verified
     waiting: int
     depth: int
@@ -74,10 +75,10 @@ class EngineCore:
                           slot_len, dt, dev)
         self.draft_kv = None if d is None else KVCache(
             d.n_layers, n_slots, d.cfg.kv_heads, d.cfg.head_dim, slot_len, dt, dev)
-        latency = None
-        if profile is not None:
-            latency = IterationLatency(profile.target, profile.draft_model)
-        self.policy = make_policy(cfg.policy, sched, latency)
+        # t_spec: the profile's latency model, rescaled by every measured iteration
+        self.latency = CalibratedLatency(
+            None if profile is None else IterationLatency(profile.target, profile.draft_model))
+        self.policy = make_policy(cfg.policy, sched, self.latency)
         self.default_slo = SLO.from_ms(cfg.default_slo_ms)
         self.waiting: collections.deque[Request] = collections.deque()
         self.slots: list[Request] = []  # index = KV slot; [0, n_decode) decode, then prefill
@@ -183,9 +184,12 @@ class EngineCore:
             outputs.append(out)
         for r in done:
             self._free(r)
+        seconds = time.perf_counter() - t0
+        ctx, verified = int(view.context_tokens.sum()), int(res.verified.sum())
+        self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds)
         self.stats.append(IterationStats(
-            time.perf_counter() - t0, len(reqs), len(self.waiting), plan.depth, plan.width,
-            int(res.verified.sum()), emitted, prefilled, int(view.context_tokens.sum())))
+            seconds, plan.t_spec_s, len(reqs), len(self.waiting), plan.depth, plan.width,
+            verified, emitted, prefilled, ctx))
         return outputs
 
     def _view(self, reqs: list[Request], now: float) -> BatchView:

@@ -125,3 +125,20 @@ def test_concurrent_submitters_and_pool_whole_after_workload(engine):
         assert c.stats.slo_tpot_s == pytest.approx(0.05)
         assert c.stats.slo_attained in (True, False)
     assert _pool_whole(engine)
+
+
+def test_t_spec_tracks_measured_iterations(smollm, tokenizer):
+    """No profile: t_spec starts at 0 and becomes the (weighted) mean measured iteration."""
+    from adaserve.engine.core import EngineCore
+    core = EngineCore(EngineConfig(max_batch=2, max_context=128), smollm)
+    for i in range(2):
+        core.add(f"t{i}", tokenizer.encode(PROMPTS[i]), SamplingParams(max_tokens=12))
+    while core.has_work:
+        core.step()
+    stats = list(core.stats)
+    assert stats[0].predicted_seconds == 0.0
+    measured = [s.seconds for s in stats]
+    # every later plan used a t_spec inside the range of what had been measured before it
+    for k in range(1, len(stats)):
+        assert min(measured[:k]) <= stats[k].predicted_seconds <= max(measured[:k])
+    assert core.latency.ratio > 0
