@@ -223,16 +223,22 @@ class EngineCore:
             self.slots.append(r)
 
     def _prefill(self) -> int:
-        """Prefill up to prefill_chunk prompt tokens, oldest request first. The last prompt
-        token is left out: it is the root of the request's first speculation."""
+        """Prefill a forward of at most prefill_chunk rows (requests x longest chunk, the
+        padded size the matmuls see), oldest request first. The oldest sets the chunk width
+        q; later ones join with up to q tokens while the rows fit, so padding stays small
+        (cutting a fourth 40-token prompt to 8 tokens padded to 41 made 164 rows for 128
+        tokens, and hit a slow MKL shape besides). The last prompt token is left out: it is
+        the root of the request's first speculation."""
         budget = self.cfg.prefill_chunk
         batch: list[tuple[Request, list[int]]] = []
+        width = rows = 0
         for r in self.slots[self.n_decode:]:
-            if budget == 0:
+            left = r.n_prompt - 1 - r.target_len
+            if left and width and (rows + 1) * width > budget:
                 break
-            take = min(budget, r.n_prompt - 1 - r.target_len)
+            take = min(left, width or budget)
+            width, rows = width or take, rows + (take > 0)
             batch.append((r, r.tokens[r.target_len: r.target_len + take]))
-            budget -= take
         work = [(r, c) for r, c in batch if c]
         if work:
             slots = torch.tensor([r.slot for r, _ in work])
