@@ -40,24 +40,28 @@ def test_with_profile_starts_at_the_profile_and_learns_its_scale():
         2 * BASE.predict(12_345, [16, 16, 16], 200))
 
 
+SHAPE = (1000, [8], 16)
+UNIT = BASE.predict(*SHAPE)
+
+
+def _settled(halflife: float, iterations: int) -> CalibratedLatency:
+    """A predictor that has seen `iterations` iterations exactly as profiled."""
+    lat = CalibratedLatency(BASE, halflife=halflife)
+    for _ in range(iterations):
+        lat.observe(*SHAPE, UNIT)
+    return lat
+
+
 def test_halflife_weighs_recent_iterations():
-    lat = CalibratedLatency(BASE, halflife=16)
-    shape = (1000, [8], 16)
-    unit = BASE.predict(*shape)
-    for _ in range(2000):
-        lat.observe(*shape, unit)
+    lat = _settled(halflife=16, iterations=2000)
     for _ in range(16):  # one half-life at 3x: the ratio is half way from 1 to 3
-        lat.observe(*shape, 3 * unit)
+        lat.observe(*SHAPE, 3 * UNIT)
     assert lat.ratio == pytest.approx(2.0, rel=1e-6)
 
 
 def test_one_outlier_moves_the_ratio_by_its_weight_only():
-    lat = CalibratedLatency(BASE, halflife=32)
-    shape = (1000, [8], 16)
-    unit = BASE.predict(*shape)
-    for _ in range(500):
-        lat.observe(*shape, unit)
-    lat.observe(*shape, 100 * unit)  # e.g. a prefill burst or a GC pause
+    lat = _settled(halflife=32, iterations=500)
+    lat.observe(*SHAPE, 100 * UNIT)  # e.g. a prefill burst or a GC pause
     w = 1 - 0.5 ** (1 / 32)
     assert lat.ratio == pytest.approx(1 + 99 * w, rel=1e-3)
     assert lat.ratio < 3.2
