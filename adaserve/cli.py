@@ -33,6 +33,20 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--temperature", type=float, default=0.0)
     gen.add_argument("--chat", action="store_true", help="wrap each prompt in the chat template")
     gen.set_defaults(func=_generate)
+
+    dist = sub.add_parser("distill-draft", help="distil the draft for the default target from the "
+                                                "target's own outputs (writes a draft directory)")
+    dist.add_argument("--out", type=Path, default=None,
+                      help="the draft directory to write (default: <cache>/drafts/<name>)")
+    dist.add_argument("--work", type=Path, default=None,
+                      help="teacher data and checkpoints; a run resumes from here "
+                           "(default: <cache>/distill)")
+    dist.add_argument("--prompts", type=int, default=None, help="phase-1 prompts (default 1200)")
+    dist.add_argument("--layers", type=int, default=None, help="decoder layers (default 3)")
+    dist.add_argument("--head-tokens", type=int, default=None, help="head vocabulary (default 8192)")
+    dist.add_argument("--epochs", type=float, default=None, help="training epochs (default 8)")
+    dist.add_argument("--no-progress", action="store_true", help="no progress bar")
+    dist.set_defaults(func=_distill)
     return parser
 
 
@@ -41,9 +55,19 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"{DEFAULT_MODEL} (packaged) or a local Hugging Face directory")
-    p.add_argument("--draft", default=None,
-                   help="'target', 'layers:N' or a local draft directory (default: none)")
+    p.add_argument("--draft", default="auto",
+                   help="auto (the packaged distilled draft with the default model), none, "
+                        "'target', 'layers:N' or a local draft directory")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:i]")
+
+
+def _draft_arg(args: argparse.Namespace) -> bool:
+    """--draft none -> None; auto stays for EngineConfig to resolve; says whether one is set."""
+    from adaserve.engine.config import auto_draft
+
+    if args.draft in (None, "none"):
+        args.draft = None
+    return args.draft is not None and (args.draft != "auto" or auto_draft(args.model) is not None)
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -55,7 +79,7 @@ def _profile(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from adaserve.engine import Engine, EngineConfig, SamplingParams
 
-    policy = args.policy or ("incremental" if args.draft is None else "adaserve")
+    policy = args.policy or ("adaserve" if _draft_arg(args) else "incremental")
     cfg = EngineConfig(model=args.model, draft=args.draft, policy=policy, device=args.device)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
     with Engine(cfg) as eng:
@@ -68,6 +92,25 @@ def _generate(args: argparse.Namespace) -> int:
             print(f"-- {st.output_tokens} tokens, {c.finish_reason}, "
                   f"{st.accepted_tokens_per_step:.2f} tokens/step, "
                   f"TPOT {1e3 * (st.tpot_s or 0):.1f} ms")
+    return 0
+
+
+def _distill(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from adaserve.distill.pipeline import DistillConfig, distill
+    from adaserve.distill.train import TrainConfig
+    from adaserve.engine.weights import DEFAULT_DRAFT, cache_root
+
+    cfg = DistillConfig()
+    given = {k: v for k, v in (("prompts", args.prompts), ("layers", args.layers),
+                               ("head_tokens", args.head_tokens)) if v is not None}
+    train = TrainConfig() if args.epochs is None else TrainConfig(epochs=args.epochs)
+    cfg = dataclasses.replace(cfg, train=train, **given)
+    out = args.out or cache_root() / "drafts" / DEFAULT_DRAFT
+    work = args.work or cache_root() / "distill"
+    distill(cfg, out, work, progress=not args.no_progress)
+    print(out)
     return 0
 
 

@@ -5,21 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adaserve.engine.weights import DEFAULT_MODEL
+from adaserve.engine.weights import DEFAULT_DRAFT, DEFAULT_MODEL
 from adaserve.scheduler import POLICIES
+
+
+def auto_draft(model: str) -> str | None:
+    """The draft "auto" names: our distilled draft for the default target, else none."""
+    return DEFAULT_DRAFT if model == DEFAULT_MODEL else None
 
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     """Everything `Engine` needs; invalid values raise ValueError at construction.
 
-    draft: None (no speculation: only ``incremental``), ``"target"`` (the target drafts for
-    itself: every greedy candidate is accepted), ``"layers:N"`` (the target's first N layers
-    and its head: a weak draft), or a local Hugging Face directory sharing the tokenizer.
+    draft: ``"auto"`` (the packaged distilled draft with the default target when the policy
+    speculates, else none; resolved at construction), None (no speculation: only
+    ``incremental``), DEFAULT_DRAFT, ``"target"`` (the target drafts for itself: every
+    greedy candidate is accepted), ``"layers:N"`` (the target's first N layers and its
+    head: a weak draft), or a local Hugging Face directory sharing the tokenizer.
     """
 
     model: str = DEFAULT_MODEL
-    draft: str | None = None
+    draft: str | None = "auto"
     policy: str = "incremental"
     budget: int | None = None  # B; None: from the profile, else DEFAULT_BUDGET
     max_depth: int = 8  # D_max (seed 002 Eq. 8)
@@ -37,6 +44,9 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+        if self.draft == "auto":
+            object.__setattr__(self, "draft", None if self.policy == "incremental"
+                               else auto_draft(self.model))
         if self.policy != "incremental" and self.draft is None:
             raise ValueError(f"policy {self.policy!r} speculates and needs a draft model "
                              "(draft='target', 'layers:N' or a model directory)")

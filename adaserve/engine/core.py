@@ -23,7 +23,7 @@ from adaserve.engine.profile_data import Profile
 from adaserve.engine.request import Output, Phase, Request
 from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.verify import verify
-from adaserve.scheduler import (SLO, BatchView, CalibratedLatency, CandidateBatch,
+from adaserve.scheduler import (SLO, BatchView, CalibratedLatency, Calibration, CandidateBatch,
                                 IterationLatency, SchedulerConfig, make_policy)
 
 
@@ -85,6 +85,8 @@ class EngineCore:
         self.n_decode = 0
         self.by_id: dict[str, Request] = {}
         self.stats: collections.deque[IterationStats] = collections.deque(maxlen=4096)
+        # how well draft path probabilities f(v) predict what the target accepts
+        self.calibration = Calibration()
 
     # ---- requests in and out -------------------------------------------------------------
 
@@ -172,6 +174,7 @@ class EngineCore:
             self._commit_draft(reqs, cands, trees, res.accepted)
             self.policy.acceptance.observe([r.id for r in reqs], res.verified - 1,
                                            [len(a) for a in res.accepted])
+            self._observe_calibration(cands, sel.mask, res.accepted)
         now = time.perf_counter()
         done = []
         emitted = 0
@@ -199,6 +202,17 @@ class EngineCore:
         dec = np.array([max(0, len(r.tokens) - r.n_prompt - 1) for r in reqs], np.int64)
         ctx = np.array([r.target_len for r in reqs], np.int64)
         return BatchView(tuple(r.id for r in reqs), slo.reshape(n), lat.reshape(n), dec, ctx)
+
+    def _observe_calibration(self, cands: CandidateBatch, selected: np.ndarray,
+                             accepted: list[np.ndarray]) -> None:
+        hit = np.zeros_like(selected)
+        for i, nodes in enumerate(accepted):
+            hit[i, nodes] = True
+        chosen = selected.copy()
+        chosen[:, 0] = False  # the root is committed already, not a guess
+        rows, cols = np.nonzero(chosen)
+        f = np.clip(np.exp(cands.log_prob[rows, cols]), 0.0, 1.0)
+        self.calibration.observe(f, hit[rows, cols], rows, selected.shape[0])
 
     def _commit_draft(self, reqs, cands, trees, accepted) -> None:
         """Keep the draft's K/V of accepted nodes it was fed (seed 000 KV alignment); the

@@ -35,6 +35,16 @@ def encode_chat(tokenizer, messages: Sequence[dict]) -> list[int]:
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
+def load_profile(config: EngineConfig) -> Profile | None:
+    """The profile the config names, else the default one for its model pair if present."""
+    path = config.profile or default_profile_path(config.model, config.draft)
+    if path.is_file():
+        return Profile.load(path)
+    if config.profile is not None:
+        raise FileNotFoundError(f"profile {path} does not exist; run `adaserve profile`")
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     request_id: str
@@ -52,13 +62,7 @@ class Engine:
                  profile: Profile | None = None) -> None:
         self.config = config or EngineConfig()
         self.models = models or load_models(self.config)
-        if profile is None:
-            path = self.config.profile or default_profile_path(self.config.model, self.config.draft)
-            if path.is_file():
-                profile = Profile.load(path)
-            elif self.config.profile is not None:
-                raise FileNotFoundError(f"profile {path} does not exist; run `adaserve profile`")
-        self.profile = profile
+        self.profile = profile if profile is not None else load_profile(self.config)
         self.core = EngineCore(self.config, self.models, profile)
         self.tokenizer = self.models.tokenizer
         self._lock = threading.Lock()

@@ -9,7 +9,9 @@ import torch
 
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.model import Llama, ModelConfig
-from adaserve.engine.weights import load_config, load_state, resolve_model
+from adaserve.engine.weights import load_config, load_state, resolve_draft, resolve_model
+
+TOKEN_IDS_KEY = "adaserve.token_ids"  # [K] target ids of a draft head over a vocabulary subset
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +51,9 @@ def load_models(cfg: EngineConfig) -> Models:
     elif cfg.draft is not None and cfg.draft.startswith("layers:"):
         draft = Llama(mcfg, state, layers=int(cfg.draft.split(":")[1]), dtype=dtype,
                       device=device)
-    elif cfg.draft is not None:
-        dpath = resolve_model(cfg.draft)
-        dcfg = ModelConfig.from_hf(load_config(dpath))
-        dstate = load_state(dpath)
-        draft = Llama(dcfg, dstate, dtype=dtype, device=device)
-        if "adaserve.token_ids" in dstate:  # a head over a vocabulary subset (issue 4)
-            token_ids = dstate["adaserve.token_ids"].to(device=device, dtype=torch.int64)
     tok = AutoTokenizer.from_pretrained(str(path))
+    if cfg.draft is not None and cfg.draft != "target" and not cfg.draft.startswith("layers:"):
+        draft, token_ids = _load_draft(resolve_draft(cfg.draft), mcfg, state, tok, dtype, device)
     eos = set(cfg.stop_token_ids)
     for src in (hf.get("eos_token_id"), tok.eos_token_id):
         if isinstance(src, int):
@@ -64,3 +61,40 @@ def load_models(cfg: EngineConfig) -> Models:
         elif isinstance(src, list):
             eos.update(src)
     return Models(target, draft, token_ids, tok, frozenset(eos), path, device)
+
+
+def _load_draft(dpath: Path, mcfg: ModelConfig, target_state: dict, tok, dtype: torch.dtype,
+                device: str) -> tuple[Llama, torch.Tensor | None]:
+    """A draft directory: any Hugging Face-format Llama-family model with the target's
+    tokenizer, or one of ours (adaserve distill-draft) that borrows the target's input
+    embeddings and has a head over a vocabulary subset."""
+    hf = load_config(dpath)
+    dcfg = ModelConfig.from_hf(hf)
+    dstate = load_state(dpath)
+    if (hf.get("adaserve_draft") or {}).get("shared_embeddings"):
+        if dcfg.vocab != mcfg.vocab or dcfg.hidden != mcfg.hidden:
+            raise ValueError(f"draft {dpath} shares embeddings of a {dcfg.vocab} x {dcfg.hidden} "
+                             f"model, the target's are {mcfg.vocab} x {mcfg.hidden}")
+        dstate = dict(dstate, **{"model.embed_tokens.weight": target_state["model.embed_tokens.weight"]})
+    _check_tokenizer(dpath, dcfg, mcfg, tok)
+    token_ids = None
+    if TOKEN_IDS_KEY in dstate:
+        token_ids = dstate[TOKEN_IDS_KEY].to(device=device, dtype=torch.int64)
+        head = dstate["lm_head.weight"].shape[0]
+        if token_ids.shape != (head,) or int(token_ids.min()) < 0 or int(token_ids.max()) >= mcfg.vocab:
+            raise ValueError(f"draft {dpath}: {TOKEN_IDS_KEY} must hold {head} target ids in "
+                             f"[0, {mcfg.vocab})")
+    return Llama(dcfg, dstate, dtype=dtype, device=device), token_ids
+
+
+def _check_tokenizer(dpath: Path, dcfg: ModelConfig, mcfg: ModelConfig, tok) -> None:
+    """A draft must speak the target's token ids: same vocabulary size (embedding rows may be
+    padded beyond the tokenizer), and the same vocabulary when the draft ships a tokenizer."""
+    if dcfg.vocab < len(tok):
+        raise ValueError(f"draft {dpath} has {dcfg.vocab} embedding rows, fewer than the "
+                         f"target tokenizer's {len(tok)} tokens: it cannot share the tokenizer")
+    if (dpath / "tokenizer.json").is_file() or (dpath / "tokenizer_config.json").is_file():
+        from transformers import AutoTokenizer
+
+        if AutoTokenizer.from_pretrained(str(dpath)).get_vocab() != tok.get_vocab():
+            raise ValueError(f"draft {dpath} has a tokenizer different from the target's")

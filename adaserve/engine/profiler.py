@@ -113,8 +113,11 @@ def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False,
 
 
 def main(args) -> int:
+    from adaserve.cli import _draft_arg
+
+    speculates = _draft_arg(args)
     cfg = EngineConfig(model=args.model, draft=args.draft,
-                       policy="incremental" if args.draft is None else "adaserve",
+                       policy="adaserve" if speculates else "incremental",
                        device=args.device)
     prof = run_profile(cfg, repeats=args.repeats, quick=args.quick)
     out = args.out or default_profile_path(cfg.model, cfg.draft)

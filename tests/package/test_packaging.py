@@ -18,6 +18,9 @@ def test_wheel_maps_scheduler_and_loadgen_into_adaserve(tmp_path):
     assert "adaserve/scheduler/selection.py" in names
     assert "adaserve/loadgen/__init__.py" in names
     assert not any(n.startswith(("scheduler/", "loadgen/")) for n in names)
+    draft = "adaserve/engine/drafts/smollm2-135m-distilled/"
+    assert {draft + f for f in ("model.safetensors", "config.json", "README.md")} <= set(names)
+    assert "adaserve/distill/train.py" in names
 
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
