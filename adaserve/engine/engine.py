@@ -63,7 +63,7 @@ class Engine:
         self.config = config or EngineConfig()
         self.models = models or load_models(self.config)
         self.profile = profile if profile is not None else load_profile(self.config)
-        self.core = EngineCore(self.config, self.models, profile)
+        self.core = EngineCore(self.config, self.models, self.profile)
         self.tokenizer = self.models.tokenizer
         self._lock = threading.Lock()
         self._wake = threading.Event()
