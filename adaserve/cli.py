@@ -55,19 +55,10 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"{DEFAULT_MODEL} (packaged) or a local Hugging Face directory")
-    p.add_argument("--draft", default="auto",
+    p.add_argument("--draft", default="auto", type=lambda s: None if s == "none" else s,
                    help="auto (the packaged distilled draft with the default model), none, "
                         "'target', 'layers:N' or a local draft directory")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:i]")
-
-
-def _draft_arg(args: argparse.Namespace) -> bool:
-    """--draft none -> None; auto stays for EngineConfig to resolve; says whether one is set."""
-    from adaserve.engine.config import auto_draft
-
-    if args.draft in (None, "none"):
-        args.draft = None
-    return args.draft is not None and (args.draft != "auto" or auto_draft(args.model) is not None)
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -78,8 +69,9 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from adaserve.engine import Engine, EngineConfig, SamplingParams
+    from adaserve.engine.config import names_a_draft
 
-    policy = args.policy or ("adaserve" if _draft_arg(args) else "incremental")
+    policy = args.policy or ("adaserve" if names_a_draft(args.model, args.draft) else "incremental")
     cfg = EngineConfig(model=args.model, draft=args.draft, policy=policy, device=args.device)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
     with Engine(cfg) as eng:

@@ -33,7 +33,7 @@ from _common import Timer, machine
 
 from adaserve.distill.pipeline import DistillConfig, answers, teacher_stage
 from adaserve.distill.prompts import phase1, phase2
-from adaserve.distill.teacher import TeacherShard
+from adaserve.distill.teacher import TeacherShard, score_sequence
 from adaserve.engine import EngineConfig, SamplingParams
 from adaserve.engine.batch import chunk_batch
 from adaserve.engine.core import EngineCore
@@ -61,16 +61,11 @@ def heldout_shards(models, cfg: DistillConfig, path: Path | None) -> tuple[list,
     return shards, {p.id: p for p in p1 + p2}
 
 
-@torch.inference_mode()
 def teacher_forced(model: Llama, tokens: np.ndarray, n_prompt: int,
                    token_ids: torch.Tensor | None, vocab: int) -> torch.Tensor:
     """Next-token probabilities [n_new, vocab] at the positions that predicted each
     continuation token; a reduced head's probabilities scattered to target ids."""
-    c = model.cfg
-    kv = KVCache(model.n_layers, 1, c.kv_heads, c.head_dim, len(tokens) + 2)
-    fb = chunk_batch(slice(0, 1), torch.tensor([0]), [tokens[:-1].tolist()], kv.trash_col, "none")
-    fb = dataclasses.replace(fb, out_rows=torch.arange(n_prompt - 1, len(tokens) - 1))
-    p = torch.softmax(model(kv, fb).float(), dim=-1)
+    p = torch.softmax(score_sequence(model, tokens.tolist(), n_prompt).float(), dim=-1)
     if token_ids is None:
         return p
     full = torch.zeros(p.shape[0], vocab)

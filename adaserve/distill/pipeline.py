@@ -90,24 +90,18 @@ def split_shards(shards: list[TeacherShard],
 
 def subset(shards: list[TeacherShard], rows: list[tuple[int, int]]) -> TeacherShard:
     """One shard holding the given (shard, row) sequences."""
-    ids, toks, n_prompt, tids, tps = [], [], [], [], []
-    for si, i in rows:
-        s = shards[si]
-        ids.append(s.ids[i])
-        toks.append(s.tokens[s.seq_off[i]: s.seq_off[i + 1]])
-        n_prompt.append(s.n_prompt[i])
-        tids.append(s.topk_ids[s.new_off[i]: s.new_off[i + 1]])
-        tps.append(s.topk_probs[s.new_off[i]: s.new_off[i + 1]])
-    off = lambda xs: np.concatenate([[0], np.cumsum([len(x) for x in xs])]).astype(np.int64)
-    return TeacherShard(ids, np.concatenate(toks), off(toks), np.array(n_prompt, np.int64),
-                        off(tids), np.concatenate(tids), np.concatenate(tps))
+    picked = [(shards[si], i) for si, i in rows]
+    return TeacherShard.from_sequences(
+        [s.ids[i] for s, i in picked], [s.sequence(i)[0] for s, i in picked],
+        [s.n_prompt[i] for s, i in picked],
+        [s.topk_ids[s.new_off[i]: s.new_off[i + 1]] for s, i in picked],
+        [s.topk_probs[s.new_off[i]: s.new_off[i + 1]] for s, i in picked])
 
 
 def head_vocabulary(train: TeacherShard, k: int, eos: frozenset[int], vocab: int) -> torch.Tensor:
     """The k token ids the target emits most often in the training continuations (ties by
     id), EOS always in. Ordered by frequency."""
-    cont = np.concatenate([train.continuation(i) for i in range(len(train))])
-    counts = np.bincount(cont, minlength=vocab).astype(np.int64)
+    counts = np.bincount(train.continuations(), minlength=vocab).astype(np.int64)
     counts[list(eos)] = counts.max() + 1
     order = np.lexsort((np.arange(vocab), -counts))  # by count descending, then id
     return torch.from_numpy(order[: min(k, vocab)].astype(np.int64))
@@ -118,9 +112,8 @@ def coverage(shard: TeacherShard, head_ids: torch.Tensor) -> dict[str, float]:
     ids = head_ids.numpy()
     inside = np.zeros(max(int(ids.max()), int(shard.topk_ids.max())) + 1, bool)
     inside[ids] = True
-    cont = np.concatenate([shard.continuation(i) for i in range(len(shard))])
     p = shard.topk_probs.astype(np.float64)
-    return {"tokens": float(inside[cont].mean()),
+    return {"tokens": float(inside[shard.continuations()].mean()),
             "teacher_top1": float(inside[shard.topk_ids[:, 0]].mean()),
             "teacher_topk_mass": float((p * inside[shard.topk_ids]).sum() / p.sum())}
 

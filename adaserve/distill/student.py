@@ -15,9 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from adaserve.engine.model import ModelConfig, _rope, rope_inv_freq
-
-TOKEN_IDS_KEY = "adaserve.token_ids"  # [K] int64: head row -> target token id
+from adaserve.engine.loader import TOKEN_IDS_KEY
+from adaserve.engine.model import ModelConfig, _rope, rope_tables
 
 
 class Student(nn.Module):
@@ -41,11 +40,9 @@ class Student(nn.Module):
         self.norm = nn.Parameter(target_state["model.norm.weight"].float().clone())
         head = target_state.get("lm_head.weight", embed)
         self.head = nn.Parameter(head.float()[self.head_ids].clone())  # [K, hidden]
-        inv = rope_inv_freq(cfg)
-        freqs = torch.outer(torch.arange(cfg.max_positions, dtype=torch.float64), inv)
-        emb = torch.cat([freqs, freqs], dim=-1)
-        self.register_buffer("cos", emb.cos().float(), persistent=False)
-        self.register_buffer("sin", emb.sin().float(), persistent=False)
+        cos, sin = rope_tables(cfg, cfg.max_positions)
+        self.register_buffer("cos", cos.float(), persistent=False)
+        self.register_buffer("sin", sin.float(), persistent=False)
 
     def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg.rms_eps) * w

@@ -9,6 +9,7 @@ depend on what else was in its batch.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +51,25 @@ class TeacherShard:
         return cls([str(s) for s in z["ids"]], z["tokens"], z["seq_off"], z["n_prompt"],
                    z["new_off"], z["topk_ids"], z["topk_probs"])
 
+    @classmethod
+    def from_sequences(cls, ids: list[str], seqs: list, n_prompt: list[int],
+                       topk_ids: list[np.ndarray], topk_probs: list[np.ndarray]) -> TeacherShard:
+        """One shard from per-sequence pieces: tokens (prompt then continuation) and the
+        [n_new, k] teacher rows of each."""
+        def offsets(xs) -> np.ndarray:
+            return np.concatenate([[0], np.cumsum([len(x) for x in xs])]).astype(np.int64)
+
+        return cls(list(ids), np.concatenate(seqs).astype(np.int32), offsets(seqs),
+                   np.array(n_prompt, dtype=np.int64), offsets(topk_ids),
+                   np.concatenate(topk_ids).astype(np.int32),
+                   np.concatenate(topk_probs).astype(np.float16))
+
     def __len__(self) -> int:
         return len(self.ids)
+
+    def continuations(self) -> np.ndarray:
+        """Every sequence's continuation tokens, concatenated [N]."""
+        return np.concatenate([self.continuation(i) for i in range(len(self))])
 
     def sequence(self, i: int) -> tuple[np.ndarray, int]:
         return self.tokens[self.seq_off[i]: self.seq_off[i + 1]], int(self.n_prompt[i])
@@ -120,13 +138,17 @@ def continue_prompts(model: Llama, prompts: list[Prompt], encoded: list[list[int
             kv.copy_slot(src, dst, len(toks[active[src]]) - 1)
         active = [active[s] for s in keep]
     back = np.argsort(order)  # shard rows in the caller's prompt order
-    seqs = [toks[j] for j in back]
-    news = [len(toks[j]) - n_prompt[j] for j in back]
-    return TeacherShard(
-        ids=[p.id for p in prompts],
-        tokens=np.array([t for s in seqs for t in s], dtype=np.int32),
-        seq_off=np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64),
-        n_prompt=np.array([n_prompt[j] for j in back], dtype=np.int64),
-        new_off=np.concatenate([[0], np.cumsum(news)]).astype(np.int64),
-        topk_ids=np.concatenate([np.stack(top_ids[j]) for j in back]),
-        topk_probs=np.concatenate([np.stack(top_p[j]) for j in back]))
+    return TeacherShard.from_sequences(
+        [p.id for p in prompts], [np.array(toks[j]) for j in back], [n_prompt[j] for j in back],
+        [np.stack(top_ids[j]) for j in back], [np.stack(top_p[j]) for j in back])
+
+
+@torch.inference_mode()
+def score_sequence(model: Llama, tokens, first: int) -> torch.Tensor:
+    """Teacher-forced logits [len(tokens) - first, V'] of one sequence: row j is what the
+    model predicts for tokens[first + j], from the positions before it."""
+    c = model.cfg
+    kv = KVCache(model.n_layers, 1, c.kv_heads, c.head_dim, len(tokens) + 2, model.dtype,
+                 model.device)
+    fb = chunk_batch(slice(0, 1), torch.tensor([0]), [list(tokens[:-1])], kv.trash_col, "none")
+    return model(kv, dataclasses.replace(fb, out_rows=torch.arange(first - 1, len(tokens) - 1)))

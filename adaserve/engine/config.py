@@ -14,6 +14,11 @@ def auto_draft(model: str) -> str | None:
     return DEFAULT_DRAFT if model == DEFAULT_MODEL else None
 
 
+def names_a_draft(model: str, draft: str | None) -> bool:
+    """Whether ``draft`` gives ``model`` a draft (so a speculative policy can run)."""
+    return draft is not None and (draft != "auto" or auto_draft(model) is not None)
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     """Everything `Engine` needs; invalid values raise ValueError at construction.

@@ -45,14 +45,14 @@ def load_models(cfg: EngineConfig) -> Models:
     mcfg = ModelConfig.from_hf(hf)
     state = load_state(path)
     target = Llama(mcfg, state, dtype=dtype, device=device)
+    tok = AutoTokenizer.from_pretrained(str(path))
     draft, token_ids = None, None
     if cfg.draft == "target":
         draft = target
     elif cfg.draft is not None and cfg.draft.startswith("layers:"):
         draft = Llama(mcfg, state, layers=int(cfg.draft.split(":")[1]), dtype=dtype,
                       device=device)
-    tok = AutoTokenizer.from_pretrained(str(path))
-    if cfg.draft is not None and cfg.draft != "target" and not cfg.draft.startswith("layers:"):
+    elif cfg.draft is not None:
         draft, token_ids = _load_draft(resolve_draft(cfg.draft), mcfg, state, tok, dtype, device)
     eos = set(cfg.stop_token_ids)
     for src in (hf.get("eos_token_id"), tok.eos_token_id):

@@ -75,6 +75,13 @@ def rope_inv_freq(cfg: ModelConfig) -> torch.Tensor:
     raise ValueError(f"rope scaling {kind!r} is not supported (default, linear, llama3)")
 
 
+def rope_tables(cfg: ModelConfig, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [positions, head_dim] in float64, for positions 0..positions-1."""
+    freqs = torch.outer(torch.arange(positions, dtype=torch.float64), rope_inv_freq(cfg))
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos(), emb.sin()
+
+
 class Llama(torch.nn.Module):
     """Weights as plain tensors: Q/K/V fused into one matmul, gate/up into another."""
 
@@ -109,11 +116,9 @@ class Llama(torch.nn.Module):
                 torch.cat([w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")]).contiguous(),
                 w(p + "mlp.down_proj.weight"),
             ))
-        pos = torch.arange(cfg.max_positions + 1024, dtype=torch.float64)
-        freqs = torch.outer(pos, rope_inv_freq(cfg))  # [P, head_dim/2]
-        emb = torch.cat([freqs, freqs], dim=-1)
-        self.cos = emb.cos().to(device=device, dtype=dtype)  # [P, head_dim]
-        self.sin = emb.sin().to(device=device, dtype=dtype)
+        cos, sin = rope_tables(cfg, cfg.max_positions + 1024)
+        self.cos = cos.to(device=device, dtype=dtype)  # [P, head_dim]
+        self.sin = sin.to(device=device, dtype=dtype)
 
     def weight_bytes(self) -> int:
         ts = [self.embed, self.norm] + [t for b in self.blocks for t in b]

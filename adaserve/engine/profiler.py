@@ -18,7 +18,7 @@ from dataclasses import replace
 import torch
 
 from adaserve.engine.batch import tree_batch
-from adaserve.engine.config import EngineConfig
+from adaserve.engine.config import EngineConfig, names_a_draft
 from adaserve.engine.core import EngineCore
 from adaserve.engine.kv_cache import KVCache
 from adaserve.engine.loader import Models, load_models
@@ -113,11 +113,8 @@ def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False,
 
 
 def main(args) -> int:
-    from adaserve.cli import _draft_arg
-
-    speculates = _draft_arg(args)
     cfg = EngineConfig(model=args.model, draft=args.draft,
-                       policy="adaserve" if speculates else "incremental",
+                       policy="adaserve" if names_a_draft(args.model, args.draft) else "incremental",
                        device=args.device)
     prof = run_profile(cfg, repeats=args.repeats, quick=args.quick)
     out = args.out or default_profile_path(cfg.model, cfg.draft)

@@ -10,18 +10,10 @@ import torch
 from tiny_models import TINY, tiny_state
 
 from adaserve.distill.student import TOKEN_IDS_KEY, Student
-from adaserve.distill.teacher import TeacherShard
+from adaserve.distill.teacher import TeacherShard, score_sequence
 from adaserve.distill.train import TrainConfig, examples, head_index, kl_loss, collate, train
-from adaserve.engine.batch import chunk_batch
-from adaserve.engine.kv_cache import KVCache
 from adaserve.engine.model import Llama
 from adaserve.engine.weights import load_state
-
-
-def _engine_logits(model: Llama, tokens: list[int]) -> torch.Tensor:
-    c = model.cfg
-    kv = KVCache(model.n_layers, 1, c.kv_heads, c.head_dim, len(tokens) + 2)
-    return model(kv, chunk_batch(slice(0, 1), torch.tensor([0]), [tokens], kv.trash_col, "all"))
 
 
 def test_student_export_matches_the_engine_forward(smollm):
@@ -42,7 +34,8 @@ def test_student_export_matches_the_engine_forward(smollm):
     tokens = smollm.tokenizer("The quick brown fox jumps over the lazy dog.")["input_ids"]
     with torch.no_grad():
         ours = student.logits(student.hidden(torch.tensor([tokens])))[0]
-    torch.testing.assert_close(_engine_logits(draft, tokens), ours, atol=2e-3, rtol=1e-3)
+    # every position but the last predicts a next token the engine scores
+    torch.testing.assert_close(score_sequence(draft, tokens, 1), ours[:-1], atol=2e-3, rtol=1e-3)
 
 
 def _shard(seed: int, n: int = 12, k: int = 4) -> TeacherShard:
@@ -56,10 +49,7 @@ def _shard(seed: int, n: int = 12, k: int = 4) -> TeacherShard:
         ids.append(torch.stack([torch.randperm(TINY.vocab, generator=g)[:k] for _ in range(new)]).numpy())
         pr = torch.softmax(torch.randn(new, k, generator=g) * 2, -1).sort(-1, descending=True).values
         probs.append(pr.numpy().astype(np.float16))
-    off = lambda xs: np.concatenate([[0], np.cumsum([len(x) for x in xs])]).astype(np.int64)
-    return TeacherShard([f"s{i}" for i in range(n)], np.concatenate(toks).astype(np.int32), off(toks),
-                        np.array(n_prompt), off(ids), np.concatenate(ids).astype(np.int32),
-                        np.concatenate(probs))
+    return TeacherShard.from_sequences([f"s{i}" for i in range(n)], toks, n_prompt, ids, probs)
 
 
 def _student(head: int = 48) -> Student:

@@ -11,11 +11,9 @@ import torch
 from engine_helpers import PROMPTS
 
 from adaserve.distill.prompts import phase1
-from adaserve.distill.teacher import continue_prompts
+from adaserve.distill.teacher import continue_prompts, score_sequence
 from adaserve.engine import Engine, EngineConfig, SamplingParams
-from adaserve.engine.batch import chunk_batch
 from adaserve.engine.engine import encode_chat
-from adaserve.engine.kv_cache import KVCache
 from adaserve.engine.loader import load_models
 from adaserve.engine.weights import DEFAULT_DRAFT, resolve_draft
 
@@ -57,10 +55,7 @@ def _agreement(models, n_prompts: int = 6, new: int = 32) -> float:
     hits = []
     for i in range(len(shard)):
         toks, n_prompt = shard.sequence(i)
-        d = models.draft
-        kv = KVCache(d.n_layers, 1, d.cfg.kv_heads, d.cfg.head_dim, len(toks) + 2)
-        fb = chunk_batch(slice(0, 1), torch.tensor([0]), [toks[:-1].tolist()], kv.trash_col, "all")
-        pred = models.draft_token_ids[d(kv, fb)[n_prompt - 1:].argmax(-1)]
+        pred = models.draft_token_ids[score_sequence(models.draft, toks.tolist(), n_prompt).argmax(-1)]
         hits.append(pred.numpy() == toks[n_prompt:])  # greedy: each token is the target's argmax
     return float(np.concatenate(hits).mean())
 
