@@ -104,6 +104,8 @@ class Llama(torch.nn.Module):
         # A [hidden, V] copy of the head: for one row, x @ W^T streams it about twice as
         # fast as the [V, hidden] layout on the dev CPU (MKL, AVX2).
         self.lm_head_t = self.lm_head.t().contiguous()
+        # matmul row buckets (CPU only; a GPU takes any row count as it comes)
+        self.row_buckets: tuple[int, ...] = ROW_BUCKETS if device == "cpu" else ()
         self.norm = w("model.norm.weight")
         self.blocks = []
         for i in range(self.n_layers):
@@ -143,11 +145,12 @@ class Llama(torch.nn.Module):
         rows = fb.slots
         write_at = _cache_rows(kv, rows, fb.write_pos, kvh)  # shared by every layer
         t = fb.kv_len
+        pad = self.row_buckets
         for layer, (ln1, wqkv, wo, ln2, wgu, wdown) in enumerate(self.blocks):
             # row-major q/k/v: the CPU flash kernel of SDPA needs a unit last stride (a
             # column-major query sends it to the math kernel: 121 ms against 14 ms per
             # batch-32 decode step, benchmarks/forward_parts.py)
-            qkv = _linear(self._rms(x, ln1), wqkv).contiguous()  # [n, Q, (H + 2Hkv) * D]
+            qkv = _linear(self._rms(x, ln1), wqkv, pad).contiguous()  # [n, Q, (H + 2Hkv) * D]
             qh, kh, vh = qkv.split([h_ * d, kvh * d, kvh * d], dim=-1)
             qh = _rope(qh.view(n, q, h_, d), cos, sin)
             kh = _rope(kh.view(n, q, kvh, d), cos, sin)
@@ -157,41 +160,66 @@ class Llama(torch.nn.Module):
             keys, values = kc[rows, :, :t], vc[rows, :, :t]  # [n, Hkv, T, D]
             att = F.scaled_dot_product_attention(
                 qh.transpose(1, 2), keys, values, attn_mask=fb.mask, enable_gqa=True)
-            x = x + _linear(att.transpose(1, 2).reshape(n, q, h_ * d), wo)
-            gate, up = _linear(self._rms(x, ln2), wgu).chunk(2, dim=-1)
-            x = x + _linear(F.silu(gate) * up, wdown)
+            x = x + _linear(att.transpose(1, 2).reshape(n, q, h_ * d), wo, pad)
+            gate, up = _linear(self._rms(x, ln2), wgu, pad).chunk(2, dim=-1)
+            x = x + _linear(F.silu(gate) * up, wdown, pad)
         h = x.view(n * q, cfg.hidden)
         if fb.out_rows is not None:
             h = h[fb.out_rows]
         h = self._rms(h, self.norm)
-        if h.shape[0] == 1:
+        if h.shape[0] == 1 and not pad:
             return h @ self.lm_head_t  # [1, V]
         if h.device.type != "cpu":
             return F.linear(h, self.lm_head)
-        return _head_rows(h, self.lm_head)  # [R, V]
+        return _head_rows(h, self.lm_head, pad)  # [R, V]
 
 
-def _linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+# Row counts the CPU matmuls are padded up to. MKL's kernels for a few rows are uneven: one
+# row goes through GEMV, slower than a two-row GEMM, and 9-15 rows cost more than 16
+# (benchmarks/row_padding.py measures a whole forward both ways). Above the last bucket
+# the shapes are compute-bound and padding would only add work.
+ROW_BUCKETS = (2, 4, 8, 16, 24, 32)
+
+
+def padded_rows(m: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
+    """The smallest bucket >= m, or m itself beyond the last bucket."""
+    for b in buckets:
+        if b >= m:
+            return b
+    return m
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor, buckets: tuple[int, ...] = ()) -> torch.Tensor:
     """x @ w.T computed as (w @ x.T).T: for the few-row products of decoding, MKL runs this
-    orientation up to 2x faster on the dev CPU (measured per weight shape, n = 1..64)."""
+    orientation up to 2x faster on the dev CPU (measured per weight shape, n = 1..64).
+    The rows are padded with zeros up to a bucket (ROW_BUCKETS) and cut off again."""
     if x.device.type != "cpu":
         return F.linear(x, w)
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
+    m = x2.shape[0]
+    p = padded_rows(m, buckets)
+    if p != m:
+        x2 = torch.cat([x2, x2.new_zeros(p - m, shape[-1])])
     # a column-major view: elementwise ops take it as is, and the next _linear wants
     # exactly this layout; callers that need rows contiguous copy (q/k/v only)
-    return (w @ x2.t()).t().view(*shape[:-1], w.shape[0])
+    return (w @ x2.t()).t()[:m].view(*shape[:-1], w.shape[0])
 
 
-def _head_rows(h: torch.Tensor, w: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
+def _head_rows(h: torch.Tensor, w: torch.Tensor, buckets: tuple[int, ...] = (),
+               chunk: int = 2048) -> torch.Tensor:
     """Row-major logits [R, V] = h @ w.T, in vocabulary chunks of the fast (w @ h.T)
     orientation. A column-major [R, V] would make every consumer's reduction over V
     strided (argmax over 128 rows: 59 ms strided vs 7 ms row-major on the dev CPU), and
     one whole-matrix transpose costs more than per-chunk copies that stay in cache."""
-    out = torch.empty(h.shape[0], w.shape[0], dtype=h.dtype, device=h.device)
+    m = h.shape[0]
+    p = padded_rows(m, buckets)
+    if p != m:
+        h = torch.cat([h, h.new_zeros(p - m, h.shape[1])])
+    out = torch.empty(m, w.shape[0], dtype=h.dtype, device=h.device)
     ht = h.t()
     for c in range(0, w.shape[0], chunk):
-        out[:, c: c + chunk].copy_((w[c: c + chunk] @ ht).t())
+        out[:, c: c + chunk].copy_((w[c: c + chunk] @ ht)[:, :m].t())
     return out
 
 

@@ -92,3 +92,28 @@ def test_tree_verification_logits_equal_sequential_decoding(smollm, tokenizer, h
             assert (logits[i, a] - ref).abs().max().item() < TOL
             checked += 1
     assert checked == 13
+
+
+def test_row_padding_changes_no_logit(smollm, tokenizer, hf_model):
+    """Matmul rows padded up to a bucket (1 -> 2, 3 -> 4, 9 -> 16) are cut off again: the
+    logits of 1, 3 and 9 decoded tokens match transformers with and without padding."""
+    from adaserve.engine.model import ROW_BUCKETS, padded_rows
+
+    assert [padded_rows(m) for m in (1, 2, 3, 9, 17, 33, 128)] == [2, 2, 4, 16, 24, 33, 128]
+    m = smollm.target
+    ids = tokenizer.encode("Padding rows must never leak into the rows that were asked for.")
+    ref = _hf_logits(hf_model, ids)
+    kv = KVCache(m.n_layers, 1, m.cfg.kv_heads, m.cfg.head_dim, 64)
+    try:
+        for buckets in ((), ROW_BUCKETS):
+            m.row_buckets = buckets
+            for q in (1, 3, 9):
+                a = len(ids) - q
+                fb = chunk_batch(torch.tensor([0]), torch.tensor([0]), [ids[:a]], kv.trash_col,
+                                 "none")
+                m(kv, fb)
+                fb = chunk_batch(torch.tensor([0]), torch.tensor([a]), [ids[a:]], kv.trash_col,
+                                 "all")
+                assert (m(kv, fb) - ref[a:]).abs().max().item() < TOL, (buckets, q)
+    finally:
+        m.row_buckets = ROW_BUCKETS
