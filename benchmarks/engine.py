@@ -7,11 +7,14 @@
    new - 1 tokens after the first cost; prefill is the same compute-bound work for both).
 2. Batch-1 decode step as a fraction of the memory-bandwidth limit
    (weight bytes / measured read bandwidth).
-3. Speculative (`adaserve`, the given draft) vs `incremental` at batch 1 and 8.
+3. Speculative (`adaserve`, the given draft, the machine's profile for the pair when one
+   exists) vs `incremental` at batch 1 and 8, for each budget B in --budgets with the
+   cost-aware depth, and with Eq. 8's depth as published (cost_aware_depth off) at the
+   largest B, so the effect of pricing the draft shows side by side.
 4. Peak resident memory of this process after batch 32.
 Interleaved rounds, medians. Prints a table, writes results/engine.{md,json}.
 
-    python benchmarks/engine.py [--rounds 3] [--new-tokens 64] [--draft layers:4]
+    python benchmarks/engine.py [--rounds 3] [--new-tokens 64] [--budgets 4 16]
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from _common import machine
 
 from adaserve.engine import EngineConfig, SamplingParams
 from adaserve.engine.core import EngineCore
-from adaserve.engine.engine import encode_chat
+from adaserve.engine.engine import encode_chat, load_profile
 from adaserve.engine.loader import load_models
+from adaserve.engine.weights import DEFAULT_DRAFT
 
 PROMPTS = [
     "Write a short story about a robot who learns to paint.",
@@ -90,8 +94,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
-    ap.add_argument("--draft", default="layers:4")
-    ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--draft", default=DEFAULT_DRAFT)
+    ap.add_argument("--budgets", type=int, nargs="+", default=[4, 16])
     args = ap.parse_args()
     from transformers import AutoModelForCausalLM
 
@@ -100,18 +104,27 @@ def main() -> int:
     tok = models.tokenizer
     hf = AutoModelForCausalLM.from_pretrained(str(models.path), dtype=torch.float32).eval()
     inc = EngineCore(inc_cfg, models)
-    spec_cfg = EngineConfig(policy="adaserve", draft=args.draft, budget=args.budget,
-                            max_batch=8, kv_cache_mb=2048)
-    spec = EngineCore(spec_cfg, load_models(spec_cfg))
+    # speculative variants: (label, B, cost-aware depth)
+    variants = [(f"B={b}", b, True) for b in args.budgets]
+    variants.append((f"B={max(args.budgets)}, Eq. 8 depth", max(args.budgets), False))
+    spec_models, prof = None, None
+    specs = {}
+    for label, b, aware in variants:
+        cfg = EngineConfig(policy="adaserve", draft=args.draft, budget=b, max_batch=8,
+                           kv_cache_mb=2048, cost_aware_depth=aware)
+        spec_models = spec_models or load_models(cfg)
+        prof = prof or load_profile(cfg)
+        specs[label] = EngineCore(cfg, spec_models, prof)
     new = args.new_tokens
     ours: dict[int, list[float]] = {b: [] for b in args.batches}
     theirs: dict[int, list[float]] = {b: [] for b in args.batches}
     ours_dec: dict[int, list[float]] = {b: [] for b in args.batches}
     theirs_dec: dict[int, list[float]] = {b: [] for b in args.batches}
-    spec_t: dict[int, list[float]] = {1: [], 8: []}
+    spec_t = {(v, b): [] for v in specs for b in (1, 8)}
     inc_t: dict[int, list[float]] = {1: [], 8: []}
     step_b1: list[float] = []
-    accepted: dict[int, list[float]] = {1: [], 8: []}
+    accepted = {k: [] for k in spec_t}
+    depths = {k: [] for k in spec_t}
     for r in range(args.rounds):
         for b in args.batches:
             prompts = [chat_ids(tok, i) for i in range(b)]
@@ -131,11 +144,16 @@ def main() -> int:
             prompts = [chat_ids(tok, i) for i in range(b)]
             sec, _ = run_engine(inc, prompts, new)
             inc_t[b].append(b * new / sec)
-            sec, stats = run_engine(spec, prompts, new)
-            spec_t[b].append(b * new / sec)
-            accepted[b].append(sum(s.emitted_tokens for s in stats) / sum(s.running for s in stats))
-            print(f"round {r} batch {b}: incremental {inc_t[b][-1]:.1f} tok/s, adaserve "
-                  f"{spec_t[b][-1]:.1f} tok/s ({accepted[b][-1]:.2f} tokens/step)", flush=True)
+            for v, core in specs.items():
+                sec, stats = run_engine(core, prompts, new)
+                k = (v, b)
+                spec_t[k].append(b * new / sec)
+                accepted[k].append(sum(s.emitted_tokens for s in stats) /
+                                   sum(s.running for s in stats))
+                depths[k].extend(s.depth for s in stats if s.running)
+                print(f"round {r} batch {b}: incremental {inc_t[b][-1]:.1f} tok/s, adaserve "
+                      f"{v} {spec_t[k][-1]:.1f} tok/s ({accepted[k][-1]:.2f} tokens/step)",
+                      flush=True)
     bw = read_bandwidth()
     limit = models.target.weight_bytes() / bw
     med = statistics.median
@@ -144,15 +162,20 @@ def main() -> int:
              "ratio": med(ours[b]) / med(theirs[b]), "ours_decode_tok_s": med(ours_dec[b]),
              "transformers_decode_tok_s": med(theirs_dec[b]),
              "decode_ratio": med(ours_dec[b]) / med(theirs_dec[b])} for b in args.batches]
-    spec_rows = [{"batch": b, "incremental_tok_s": med(inc_t[b]), "adaserve_tok_s": med(spec_t[b]),
-                  "speedup": med(spec_t[b]) / med(inc_t[b]), "tokens_per_step": med(accepted[b])}
-                 for b in (1, 8)]
+    spec_rows = [{"batch": b, "variant": v, "incremental_tok_s": med(inc_t[b]),
+                  "adaserve_tok_s": med(spec_t[(v, b)]),
+                  "speedup": med(spec_t[(v, b)]) / med(inc_t[b]),
+                  "tokens_per_step": med(accepted[(v, b)]),
+                  "mean_depth": statistics.fmean(depths[(v, b)])}
+                 for b in (1, 8) for v in specs]
     result = {
         "command": "python " + " ".join(sys.argv), "machine": machine(),
         "torch": torch.__version__, "date": dt.date.today().isoformat(),
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                  text=True).stdout.strip(),
-        "new_tokens": new, "rounds": args.rounds, "draft": args.draft, "budget": args.budget,
+        "new_tokens": new, "rounds": args.rounds, "draft": args.draft,
+        "profile": None if prof is None else {"date": prof.date, "knee_found": prof.knee_found,
+                                              "draft_priced": prof.draft_model is not None},
         "decode": rows, "speculative": spec_rows,
         "batch1_step_s": med(step_b1), "read_bandwidth_gb_s": bw / 1e9,
         "weight_bytes": models.target.weight_bytes(), "bandwidth_limit_step_s": limit,
@@ -184,12 +207,15 @@ def write(res: dict) -> None:
         f"{res['read_bandwidth_gb_s']:.1f} GB/s -> limit {res['bandwidth_limit_step_s'] * 1e3:.1f} ms",
         f"- measured batch-1 decode iteration {res['batch1_step_s'] * 1e3:.1f} ms -> "
         f"{100 * res['bandwidth_fraction']:.0f}% of the bandwidth limit", "",
-        f"## Speculative (adaserve, draft `{res['draft']}`, B={res['budget']}) vs incremental", "",
-        "| batch | incremental tok/s | adaserve tok/s | speedup | tokens/step |", "|---|---|---|---|---|",
+        f"## Speculative (adaserve, draft `{res['draft']}`) vs incremental", "",
+        _profile_line(res["profile"]), "",
+        "| batch | adaserve shape | incremental tok/s | adaserve tok/s | speedup | tokens/step "
+        "| mean depth |", "|---|---|---|---|---|---|---|",
     ]
     for r in res["speculative"]:
-        lines.append(f"| {r['batch']} | {r['incremental_tok_s']:.1f} | {r['adaserve_tok_s']:.1f} | "
-                     f"{r['speedup']:.2f}x | {r['tokens_per_step']:.2f} |")
+        lines.append(f"| {r['batch']} | {r['variant']} | {r['incremental_tok_s']:.1f} | "
+                     f"{r['adaserve_tok_s']:.1f} | {r['speedup']:.2f}x | "
+                     f"{r['tokens_per_step']:.2f} | {r['mean_depth']:.1f} |")
     lines += ["", f"Peak resident memory of the benchmark process (engine + transformers model "
                   f"loaded, after batch 32): {res['peak_rss_mb']:.0f} MB", ""]
     text = "\n".join(lines)
@@ -197,6 +223,14 @@ def write(res: dict) -> None:
     out = Path(__file__).resolve().parent.parent / "results"
     (out / "engine.md").write_text(text)
     (out / "engine.json").write_text(json.dumps(res, indent=2))
+
+
+def _profile_line(p: dict | None) -> str:
+    if p is None:
+        return ("No profile for this pair: every depth is priced the same, so the cost-aware "
+                "rows keep Eq. 8's depth (run `adaserve profile` first).")
+    return (f"Latency models from the pair's profile ({p['date']}); the cost-aware depth "
+            f"prices draft steps with it{'' if p['draft_priced'] else ' (no draft model in it)'}.")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ class SchedulerConfig:
     slo_max_tokens: int | None = None
     max_chain: int = 8  # K for turbospec: chain lengths 0..K are scored
     specinfer_expansion: tuple[int, ...] = (1, 1, 3, 1, 1, 1, 1, 1)  # seed 002 §6.1
+    # Budgeted policies: cut Eq. 8's depth where the profiled draft cost makes deeper trees
+    # lower predicted goodput (policies.py, _worthwhile_depth). False: Eq. 8 as published.
+    cost_aware_depth: bool = True
 
     def __post_init__(self) -> None:
         checks = {
@@ -34,6 +37,8 @@ class SchedulerConfig:
         ):
             raise ValueError(f"slo_max_tokens must be None or an integer >= 1, "
                              f"got {self.slo_max_tokens!r}")
+        if not isinstance(self.cost_aware_depth, bool):
+            raise ValueError(f"cost_aware_depth must be a bool, got {self.cost_aware_depth!r}")
         exp = tuple(self.specinfer_expansion)
         if not exp or any(not isinstance(k, int) or k < 1 for k in exp):
             raise ValueError(f"specinfer_expansion needs positive integers, got {exp!r}")

@@ -80,8 +80,36 @@ class _BudgetedPolicy(Policy):
             shape = _IDLE
         else:
             d, w = depth_width(n, budget, self.config.max_depth, self.config.max_width)
-            shape = SpecPlan(depth=d, width=w)
-        return self._priced(batch, shape, min(max(n, budget), shape.candidate_nodes(n)))
+            shape = SpecPlan(depth=self._worthwhile_depth(batch, d, w), width=w)
+        return self._priced(batch, shape, self._verify_tokens(n, shape))
+
+    def _verify_tokens(self, n: int, shape: SpecPlan) -> int:
+        return min(max(n, self.config.budget), shape.candidate_nodes(n))
+
+    def _worthwhile_depth(self, batch: BatchView, depth: int, width: int) -> int:
+        """Eq. 8's depth, cut short where deeper drafting is predicted to lower goodput.
+
+        Eq. 8 takes the draft as free next to the target (a 160M draft beside a 7B target on
+        a GPU). Where a draft step costs a sizeable share of a target forward (~13% for our
+        3-layer draft on 2 CPU cores), 8 steps cost more than the tokens they add. So the
+        depth is the d <= Eq. 8 maximizing predicted tokens per second: the acceptance
+        tracker's per-depth rate alpha gives sum_{j<=d} alpha^j tokens per request
+        (TurboSpec's chain estimate), the profiled latency model prices d draft steps plus
+        verification. Without a profiled draft cost (or with cost_aware_depth off) every
+        depth costs the same and Eq. 8 stands.
+        """
+        if not self.config.cost_aware_depth or not _prices_drafting(self.latency):
+            return depth
+        alphas = self.acceptance.alphas(batch.request_ids)  # [n]
+        best_d, best = depth, -1.0
+        for d in range(1, depth + 1):
+            shape = SpecPlan(depth=d, width=width)
+            tokens = float(np.sum(expected_chain_tokens(alphas, d)))
+            seconds = self.predict_latency(batch, shape, self._verify_tokens(batch.n, shape))
+            rate = tokens / seconds if seconds > 0 else tokens
+            if rate > best:  # strict: ties keep the shallower tree
+                best_d, best = d, rate
+        return best_d
 
 
 class AdaServePolicy(_BudgetedPolicy):
@@ -166,6 +194,13 @@ class TurboSpecPolicy(Policy):
 
     def _select(self, batch, plan, candidates):
         return select_all(candidates)
+
+
+def _prices_drafting(latency: IterationLatency | CalibratedLatency | None) -> bool:
+    """Whether the latency predictor charges for draft steps (a profiled draft model)."""
+    if isinstance(latency, CalibratedLatency):
+        latency = latency.base
+    return latency is not None and latency.draft is not None
 
 
 def _chain(k: int) -> SpecPlan:

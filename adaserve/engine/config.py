@@ -36,6 +36,7 @@ class EngineConfig:
     budget: int | None = None  # B; None: from the profile, else DEFAULT_BUDGET
     max_depth: int = 8  # D_max (seed 002 Eq. 8)
     max_width: int = 16  # W_max (Eq. 9)
+    cost_aware_depth: bool = True  # cut Eq. 8's depth where the draft's cost outweighs it
     kv_cache_mb: int = 1024  # target + draft KV pools together, allocated at start-up
     max_batch: int = 32  # running requests (KV slots) at most
     max_context: int = 1024  # prompt + output tokens per request

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +55,8 @@ class EngineCore:
         # A profile without a clear knee says nothing about B: keep the default then.
         budget = cfg.budget or (profile.budget if profile and profile.knee_found
                                 else DEFAULT_BUDGET)
-        sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width)
+        sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width,
+                                cost_aware_depth=cfg.cost_aware_depth)
         self.max_tree = _max_tree_nodes(sched)
         # A slot holds the context, a verification tree's scratch and the trash column.
         slot_len = cfg.max_context + self.max_tree + 1
@@ -87,6 +89,8 @@ class EngineCore:
         self.stats: collections.deque[IterationStats] = collections.deque(maxlen=4096)
         # how well draft path probabilities f(v) predict what the target accepts
         self.calibration = Calibration()
+        # called with each decoding iteration's stats, on the thread that runs step()
+        self.on_iteration: Callable[[IterationStats], None] | None = None
 
     # ---- requests in and out -------------------------------------------------------------
 
@@ -172,7 +176,11 @@ class EngineCore:
         res = verify(self.models.target, self.kv, reqs, cands, sel.mask)
         if trees is not None:
             self._commit_draft(reqs, cands, trees, res.accepted)
-            self.policy.acceptance.observe([r.id for r in reqs], res.verified - 1,
+            # a tree is a geometric trial per depth: a accepted of its selected depth d,
+            # a failure only when a < d (counting nodes instead would log a failure on
+            # every fully accepted path of a wide tree)
+            self.policy.acceptance.observe([r.id for r in reqs],
+                                           np.where(sel.mask, cands.depth, 0).max(1),
                                            [len(a) for a in res.accepted])
             self._observe_calibration(cands, sel.mask, res.accepted)
         now = time.perf_counter()
@@ -190,9 +198,11 @@ class EngineCore:
         seconds = time.perf_counter() - t0
         ctx, verified = int(view.context_tokens.sum()), int(res.verified.sum())
         self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds)
-        self.stats.append(IterationStats(
-            seconds, plan.t_spec_s, len(reqs), len(self.waiting), plan.depth, plan.width,
-            verified, emitted, prefilled, ctx))
+        st = IterationStats(seconds, plan.t_spec_s, len(reqs), len(self.waiting), plan.depth,
+                            plan.width, verified, emitted, prefilled, ctx)
+        self.stats.append(st)
+        if self.on_iteration is not None:
+            self.on_iteration(st)
         return outputs
 
     def _view(self, reqs: list[Request], now: float) -> BatchView:

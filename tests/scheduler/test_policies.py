@@ -134,6 +134,40 @@ def test_budgeted_plan_adapts_to_load_and_stops_when_roots_fill_budget():
     assert policy.plan(_batch(0)).depth == 0
 
 
+def _priced_policy(draft_step, alpha, cost_aware=True):
+    """B = 16 at batch 1 (Eq. 8-9: d = 8, w = 16) on the dev CPU's shape of costs: a
+    target forward ~60 ms + 3 ms per token, a draft step `draft_step` seconds."""
+    target = LatencyModel(alpha=0.0, gamma=3e-3, delta=0.06)
+    draft = LatencyModel(alpha=0.0, gamma=0.0, delta=draft_step)
+    tracker = AcceptanceTracker(prior_alpha=alpha, prior_weight=1e9)
+    return make_policy("adaserve", SchedulerConfig(budget=16, cost_aware_depth=cost_aware),
+                       IterationLatency(target, draft), tracker)
+
+
+def test_costly_draft_cuts_depth_to_the_goodput_optimum():
+    policy = _priced_policy(draft_step=0.012, alpha=0.65)
+    batch = _batch(1)
+    plan = policy.plan(batch)
+    assert plan.width == 16 and 1 < plan.depth < 8
+
+    def rate(d):  # predicted tokens per second of a depth-d tree, by hand
+        seconds = 0.06 + 3e-3 * 16 + 0.012 * d
+        return sum(0.65 ** j for j in range(d + 1)) / seconds
+
+    assert plan.depth == max(range(1, 9), key=rate)
+    assert plan.t_spec_s == pytest.approx(0.06 + 3e-3 * 16 + 0.012 * plan.depth)
+
+
+def test_free_draft_or_cost_blind_config_keeps_eq8_depth():
+    assert _priced_policy(draft_step=0.0, alpha=0.65).plan(_batch(1)).depth == 8
+    assert _priced_policy(draft_step=0.012, alpha=0.65,
+                          cost_aware=False).plan(_batch(1)).depth == 8
+    # a draft the target agrees with almost always earns every step of a costly tree
+    assert _priced_policy(draft_step=0.012, alpha=0.99).plan(_batch(1)).depth == 8
+    with pytest.raises(ValueError, match="cost_aware_depth"):
+        SchedulerConfig(budget=16, cost_aware_depth=1)
+
+
 def test_adaserve_gives_budget_to_the_request_behind_its_slo():
     policy = make_policy("adaserve", SchedulerConfig(budget=8, slo_max_tokens=8))
     # r0 is 3 tokens behind a 20 ms SLO; r1 is best effort
