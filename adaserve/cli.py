@@ -34,6 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--chat", action="store_true", help="wrap each prompt in the chat template")
     gen.set_defaults(func=_generate)
 
+    serve = sub.add_parser("serve", help="serve the embedded engine over HTTP (OpenAI-compatible, "
+                                         "per-request SLOs, /metrics, /dashboard)")
+    _model_args(serve)
+    from adaserve.server.options import add_args as _serve_args
+
+    _serve_args(serve)
+    serve.set_defaults(func=_serve)
+
     dist = sub.add_parser("distill-draft", help="distil the draft for the default target from the "
                                                 "target's own outputs (writes a draft directory)")
     dist.add_argument("--out", type=Path, default=None,
@@ -59,6 +67,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="auto (the packaged distilled draft with the default model), none, "
                         "'target', 'layers:N' or a local draft directory")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:i]")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from adaserve.server.main import main as serve_main
+
+    return serve_main(args)
 
 
 def _profile(args: argparse.Namespace) -> int:

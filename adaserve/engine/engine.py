@@ -202,6 +202,11 @@ class Engine:
         except Exception:  # a broken consumer must not stop the engine
             log.exception("output callback for %s failed", out.request_id)
 
+    @property
+    def alive(self) -> bool:
+        """Whether the loop thread is running (and not closed)."""
+        return self._thread.is_alive() and not self._closed
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

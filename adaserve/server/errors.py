@@ -1,0 +1,120 @@
+"""OpenAI-shaped errors ({"error": {"message", "type", "param", "code"}}) for every failure
+the server answers, and the request-body size guard."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
+          413: "invalid_request_error", 431: "invalid_request_error", 422: "invalid_request_error", 503: "server_overloaded",
+          500: "internal_error"}
+
+
+class APIError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None,
+                 headers: dict[str, str] | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+        self.headers, self.code = headers, code
+
+
+def error_body(status: int, message: str, param: str | None = None,
+               code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": _TYPES.get(status, "invalid_request_error"),
+                      "param": param, "code": code}}
+
+
+def error_response(status: int, message: str, param: str | None = None,
+                   headers: dict[str, str] | None = None, code: str | None = None) -> JSONResponse:
+    return JSONResponse(error_body(status, message, param, code), status_code=status,
+                        headers=headers)
+
+
+def _loc(loc: tuple) -> str | None:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) or None
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def _api(_: Request, e: APIError) -> JSONResponse:
+        return error_response(e.status, e.message, e.param, e.headers, e.code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        errs = e.errors()
+        first = errs[0] if errs else {}
+        if first.get("type") == "json_invalid":
+            return error_response(400, f"the body is not valid JSON: {first.get('msg')}",
+                                  code="json_invalid")
+        msgs = "; ".join(f"{_loc(tuple(x.get('loc', ()))) or 'body'}: {x.get('msg')}"
+                         for x in errs[:5])
+        return error_response(400, msgs, _loc(tuple(first.get("loc", ()))))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        return error_response(e.status_code, str(e.detail), headers=getattr(e, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, e: Exception) -> JSONResponse:  # a bug answers 500, never hangs
+        return error_response(500, f"internal error: {type(e).__name__}: {e}")
+
+
+MAX_HEADERS = 256
+MAX_HEADER_BYTES = 64 * 1024
+
+
+class RequestLimits:
+    """431 for more than MAX_HEADERS headers or MAX_HEADER_BYTES of them (the HTTP parser
+    may accept far more); 413 for a body over ``limit`` bytes, whether it announces its
+    length or streams it chunked. Nothing past a limit is buffered."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = scope.get("headers", [])
+        size = sum(len(k) + len(v) for k, v in headers)
+        if len(headers) > MAX_HEADERS or size > MAX_HEADER_BYTES:
+            resp = error_response(431, f"{len(headers)} headers of {size} bytes: at most "
+                                  f"{MAX_HEADERS} headers and {MAX_HEADER_BYTES} bytes")
+            await resp(scope, receive, send)
+            return
+        for k, v in headers:
+            if k == b"content-length" and v.isdigit() and int(v) > self.limit:
+                await self._reject(scope, receive, send)
+                return
+        seen = 0
+
+        async def guarded() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge(self.limit)
+            return msg
+
+        try:
+            await self.app(scope, guarded, send)
+        except _TooLarge:
+            await self._reject(scope, receive, send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        resp = error_response(413, f"the request body is over {self.limit} bytes")
+        await resp(scope, receive, send)
+
+
+class _TooLarge(HTTPException):
+    """An HTTPException, so FastAPI's body parsing lets it through as a 413 (it turns any
+    other exception met while reading the body into a 400)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is over {limit} bytes")

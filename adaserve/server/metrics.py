@@ -1,0 +1,162 @@
+"""Prometheus metrics (DESIGN.md "Metrics") and the short history the dashboard draws.
+
+Two writers: the engine thread reports every iteration (`on_iteration`), the event loop
+reports every finished request (`on_finished`). prometheus_client is thread-safe; the
+history takes a lock. Each server owns its registry, so several servers (tests) coexist.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from adaserve.engine.core import IterationStats
+from adaserve.engine.request import RequestStats
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
+                    1.0, 2.0, 5.0, 10.0, 30.0)
+WINDOW = 200  # finished requests per class in the sliding attainment window
+HISTORY_S = 600  # seconds of per-second history the dashboard can show
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One finished request, as the dashboard and the attainment window see it."""
+
+    t: float  # wall time (time.time()) at finish
+    slo_class: str
+    slo_ms: float | None
+    tpot_ms: float | None
+    ttft_ms: float | None
+    output_tokens: int
+    attained: bool | None  # None: best effort
+
+
+class ServerMetrics:
+    def __init__(self, classes: list[str]) -> None:
+        self.registry = r = CollectorRegistry()
+        label = ["slo_class"]
+        self.requests = Counter("adaserve_requests", "finished requests",
+                                ["slo_class", "attained"], registry=r)
+        self.rejected = Counter("adaserve_rejected_requests", "requests refused before "
+                                "running", ["reason"], registry=r)
+        self.tpot = Histogram("adaserve_tpot_seconds", "request TPOT", label,
+                              buckets=_LATENCY_BUCKETS, registry=r)
+        self.ttft = Histogram("adaserve_ttft_seconds", "request time to first token", label,
+                              buckets=_LATENCY_BUCKETS, registry=r)
+        self.attainment = Gauge("adaserve_slo_attainment_ratio", f"attained / finished over "
+                                f"the last {WINDOW} finished requests of the class", label,
+                                registry=r)
+        self.goodput = Counter("adaserve_goodput_tokens", "output tokens of requests that "
+                               "met their SLO", label, registry=r)
+        self.output_tokens = Counter("adaserve_output_tokens", "output tokens", label,
+                                     registry=r)
+        self.accepted = Gauge("adaserve_accepted_tokens_per_step", "tokens emitted per "
+                              "request per iteration, last iteration", registry=r)
+        self.iteration = Histogram("adaserve_iteration_seconds", "engine iteration latency",
+                                   buckets=_LATENCY_BUCKETS, registry=r)
+        self.batch_tokens = Gauge("adaserve_batch_tokens", "tokens verified in the last "
+                                  "iteration (budget used)", registry=r)
+        self.depth = Gauge("adaserve_spec_depth", "draft depth d, last iteration", registry=r)
+        self.width = Gauge("adaserve_spec_width", "draft width w, last iteration", registry=r)
+        self.running = Gauge("adaserve_running_requests", "requests decoding", registry=r)
+        self.waiting = Gauge("adaserve_waiting_requests", "requests queued", registry=r)
+        for c in classes:  # every class shows up from the first scrape, not its first request
+            self.attainment.labels(c)
+            self.goodput.labels(c)
+        self._lock = threading.Lock()
+        self._window: dict[str, collections.deque[bool]] = collections.defaultdict(
+            lambda: collections.deque(maxlen=WINDOW))
+        self.finished: collections.deque[Finished] = collections.deque(maxlen=4096)
+        self.iterations: collections.deque[tuple[float, IterationStats]] = collections.deque(
+            maxlen=20000)
+
+    # ---- writers ------------------------------------------------------------------------
+
+    def on_iteration(self, s: IterationStats) -> None:
+        """Called on the engine thread after every iteration that decoded."""
+        self.iteration.observe(s.seconds)
+        self.batch_tokens.set(s.verify_tokens)
+        self.depth.set(s.depth)
+        self.width.set(s.width)
+        self.running.set(s.running)
+        self.waiting.set(s.waiting)
+        if s.running:
+            self.accepted.set(s.emitted_tokens / s.running)
+        with self._lock:
+            self.iterations.append((time.time(), s))
+
+    def on_finished(self, slo_class: str, st: RequestStats) -> Finished:
+        attained = st.slo_attained
+        label = "none" if attained is None else str(bool(attained)).lower()
+        self.requests.labels(slo_class, label).inc()
+        self.output_tokens.labels(slo_class).inc(st.output_tokens)
+        if st.tpot_s is not None:
+            self.tpot.labels(slo_class).observe(st.tpot_s)
+        if st.ttft_s is not None:
+            self.ttft.labels(slo_class).observe(st.ttft_s)
+        if attained is not False:  # best effort counts as served well
+            self.goodput.labels(slo_class).inc(st.output_tokens)
+        f = Finished(time.time(), slo_class, _ms(st.slo_tpot_s), _ms(st.tpot_s), _ms(st.ttft_s),
+                     st.output_tokens, attained)
+        with self._lock:
+            self.finished.append(f)
+            if attained is not None:
+                w = self._window[slo_class]
+                w.append(bool(attained))
+                self.attainment.labels(slo_class).set(sum(w) / len(w))
+        return f
+
+    def idle(self, waiting: int) -> None:
+        """The engine has nothing running: gauges that only iterations update go to 0."""
+        self.running.set(0)
+        self.waiting.set(waiting)
+
+    # ---- readers ------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def snapshot(self, since_s: float = HISTORY_S) -> dict:
+        """What the dashboard draws: finished requests and iterations of the last since_s."""
+        now = time.time()
+        lo = now - since_s
+        with self._lock:
+            fin = [f for f in self.finished if f.t >= lo]
+            its = [(t, s) for t, s in self.iterations if t >= lo]
+            windows = {c: (sum(w) / len(w) if w else None) for c, w in self._window.items()}
+        return {
+            "now": now,
+            "attainment": windows,
+            "finished": [{"t": f.t, "class": f.slo_class, "slo_ms": f.slo_ms,
+                          "tpot_ms": f.tpot_ms, "ttft_ms": f.ttft_ms,
+                          "tokens": f.output_tokens, "attained": f.attained} for f in fin],
+            "seconds": _per_second(its),
+        }
+
+
+def _per_second(its: list[tuple[float, IterationStats]]) -> list[dict]:
+    """Iterations averaged per wall-clock second (a few hundred points for ten minutes)."""
+    by: dict[int, list[IterationStats]] = collections.defaultdict(list)
+    for t, s in its:
+        by[int(t)].append(s)
+    out = []
+    for sec in sorted(by):
+        ss = by[sec]
+        n = len(ss)
+        running = sum(s.running for s in ss)
+        out.append({"t": sec, "iterations": n, "running": running / n,
+                    "waiting": sum(s.waiting for s in ss) / n,
+                    "depth": sum(s.depth for s in ss) / n, "width": sum(s.width for s in ss) / n,
+                    "batch_tokens": sum(s.verify_tokens for s in ss) / n,
+                    "accepted_per_step": sum(s.emitted_tokens for s in ss) / max(running, 1),
+                    "tokens": sum(s.emitted_tokens for s in ss)})
+    return out
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3

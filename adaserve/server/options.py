@@ -1,0 +1,39 @@
+"""`adaserve serve`'s flags (kept free of torch, so `adaserve --help` stays instant)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from adaserve.server.slo_classes import DEFAULT_CLASS, DEFAULT_CLASSES
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", default=None,
+                   help="scheduling policy (default: adaserve with a draft, else incremental)")
+    p.add_argument("--budget", type=int, default=None,
+                   help="token budget B per iteration (default: the profile's knee, else 16)")
+    p.add_argument("--max-depth", type=int, default=8, help="D_max of Eq. 8")
+    p.add_argument("--max-width", type=int, default=16, help="W_max of Eq. 9")
+    p.add_argument("--eq8-depth", action="store_true",
+                   help="Eq. 8's depth as published (no cut for the draft's cost)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-batch", type=int, default=32, help="running requests at most")
+    p.add_argument("--max-waiting", type=int, default=256,
+                   help="queued requests beyond which new ones get 503 + Retry-After")
+    p.add_argument("--max-context", type=int, default=1024, help="prompt + output tokens")
+    p.add_argument("--kv-cache-mb", type=int, default=1024)
+    p.add_argument("--profile", type=Path, default=None,
+                   help="profile file (default: the cached one for model + draft, if any)")
+    p.add_argument("--slo-classes", default=DEFAULT_CLASSES,
+                   help="name=x<multiple of baseline> | name=<ms> | name (best effort), "
+                        f"comma separated (default {DEFAULT_CLASSES})")
+    p.add_argument("--default-class", default=DEFAULT_CLASS,
+                   help="the class of requests that name no SLO")
+    p.add_argument("--baseline-ms", type=float, default=None,
+                   help="baseline latency for x-multiples (default: the profile's, else "
+                        "measured at start-up)")
+    p.add_argument("--served-model-name", default=None, help="the model id clients send")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    p.add_argument("--log-level", default="info")

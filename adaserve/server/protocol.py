@@ -1,0 +1,103 @@
+"""Request bodies of the HTTP contract, validated by pydantic (and described by them in the
+OpenAPI schema). Unknown fields are ignored, as OpenAI clients send many we do not use
+(user, logprobs, presence_penalty, ...); fields we do use are strict: a string where a
+number belongs, a bool for an integer, NaN or infinity are 400s, never coerced."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+
+Temperature = Annotated[float, Field(strict=True, ge=0.0, le=2.0)]
+TopP = Annotated[float, Field(strict=True, gt=0.0, le=1.0)]
+TopK = Annotated[StrictInt, Field(ge=-1)]  # -1 and 0: off (SGLang uses -1, we use 0)
+PositiveInt = Annotated[StrictInt, Field(ge=1)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class SLOField(_Body):
+    """The request's TPOT SLO: a number of milliseconds or a class name, not both."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    tpot_ms: Annotated[float, Field(strict=True, gt=0.0)] | None = Field(
+        None, description="TPOT SLO in milliseconds (time per output token after the first)")
+    class_: StrictStr | None = Field(None, alias="class",
+                                     description="an SLO class of this server (/server_info)")
+
+    @model_validator(mode="after")
+    def _one(self) -> SLOField:
+        if self.tpot_ms is not None and self.class_ is not None:
+            raise ValueError("give tpot_ms or class, not both")
+        return self
+
+    def as_mapping(self) -> dict:
+        return {"tpot_ms": self.tpot_ms, "class": self.class_}
+
+
+class StreamOptions(_Body):
+    include_usage: StrictBool = False
+
+
+class _Sampling(_Body):
+    max_tokens: PositiveInt | None = Field(None, description="output tokens at most")
+    temperature: Temperature = 1.0
+    top_p: TopP = 1.0
+    top_k: TopK = 0
+    seed: StrictInt | None = None
+    stop: StrictStr | list[StrictStr] | None = None
+    stream: StrictBool = False
+    stream_options: StreamOptions | None = None
+    n: Literal[1] = Field(1, description="only n = 1 is served")
+    ignore_eos: StrictBool = False
+    slo: SLOField | None = Field(None, description="per-request TPOT SLO; headers "
+                                 "X-SLO-TPOT-MS / X-SLO-Class when absent")
+
+
+class ChatMessage(_Body):
+    role: Literal["system", "user", "assistant"]
+    content: StrictStr
+
+
+class ChatCompletionRequest(_Sampling):
+    model: StrictStr | None = None
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    max_completion_tokens: PositiveInt | None = None
+
+
+class CompletionRequest(_Sampling):
+    model: StrictStr | None = None
+    prompt: StrictStr | list[StrictInt] = Field(..., description="text or token ids")
+    echo: StrictBool = False
+
+
+class GenerateSampling(_Body):
+    """SGLang's sampling_params (the fields we serve)."""
+
+    max_new_tokens: PositiveInt | None = None
+    temperature: Temperature = 1.0
+    top_p: TopP = 1.0
+    top_k: TopK = -1
+    stop: StrictStr | list[StrictStr] | None = None
+    ignore_eos: StrictBool = False
+    sampling_seed: StrictInt | None = None
+    custom_params: dict | None = Field(None, description="tpot_slo_ms / slo_class, as the "
+                                       "SGLang plugin reads them")
+
+
+class GenerateRequest(_Body):
+    text: StrictStr | None = None
+    input_ids: list[StrictInt] | None = None
+    sampling_params: GenerateSampling = Field(default_factory=GenerateSampling)
+    stream: StrictBool = False
+    rid: StrictStr | None = None
+    slo: SLOField | None = None
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> GenerateRequest:
+        if (self.text is None) == (self.input_ids is None):
+            raise ValueError("give exactly one of text and input_ids")
+        return self

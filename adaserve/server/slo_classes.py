@@ -1,0 +1,124 @@
+"""SLO classes and the per-request SLO (DESIGN.md "HTTP contract").
+
+A class is a TPOT in milliseconds, or a multiple of the machine's profiled baseline latency
+(seed 002's categories: baseline x1, x2.4, x8), or best effort. A request's SLO comes from
+the first of: body ``slo`` ({"tpot_ms": ...} or {"class": ...}), header ``X-SLO-TPOT-MS``,
+header ``X-SLO-Class``, the server's default class.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from adaserve.scheduler import SLO
+
+DEFAULT_CLASSES = "urgent=x1,moderate=x2.4,relaxed=x8,best-effort"
+DEFAULT_CLASS = "relaxed"
+CUSTOM = "custom"  # the class label of a request that names its own TPOT in milliseconds
+
+
+class SLOError(ValueError):
+    """A request's SLO is unusable; ``param`` names the field or header at fault."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True, slots=True)
+class SLOClass:
+    name: str
+    tpot_ms: float | None  # None: best effort
+    spec: str  # as configured, e.g. "x2.4" or "30ms"
+
+    @property
+    def slo(self) -> SLO:
+        return SLO.from_ms(self.tpot_ms)
+
+
+def parse_classes(spec: str, baseline_ms: float | None) -> dict[str, SLOClass]:
+    """``name=x<multiple>``, ``name=<ms>[ms]`` or a bare ``name`` (best effort), comma
+    separated. ValueError on anything else, so a typo fails at start-up."""
+    classes: dict[str, SLOClass] = {}
+    for item in (p.strip() for p in spec.split(",")):
+        if not item:
+            continue
+        name, _, value = (x.strip() for x in item.partition("="))
+        if not name or not all(c.isalnum() or c in "-_" for c in name):
+            raise ValueError(f"SLO class name {name!r} must be letters, digits, '-' or '_'")
+        if name in classes or name == CUSTOM:
+            raise ValueError(f"SLO class {name!r} is defined twice or reserved")
+        if not value or value.lower() in ("none", "best-effort"):
+            classes[name] = SLOClass(name, None, "best effort")
+            continue
+        if value[0] in "xX":
+            if baseline_ms is None:
+                raise ValueError(f"class {name!r} is a multiple of the baseline latency, "
+                                 "but no baseline is known (profile, or --baseline-ms)")
+            ms = _positive(value[1:], name) * baseline_ms
+        else:
+            ms = _positive(value.removesuffix("ms"), name)
+        classes[name] = SLOClass(name, ms, value)
+    if not classes:
+        raise ValueError("no SLO classes configured")
+    return classes
+
+
+def _positive(text: str, name: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"SLO class {name!r}: {text!r} is not a number") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"SLO class {name!r}: {text!r} must be finite and > 0")
+    return v
+
+
+def _tpot_ms(value: object, param: str) -> float:
+    """A TPOT in milliseconds from a JSON number or a header string."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise SLOError(f"{param} must be a number of milliseconds, got {value!r}",
+                           param) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SLOError(f"{param} must be a number of milliseconds, got {value!r}", param)
+    if not (math.isfinite(value) and value > 0):
+        raise SLOError(f"{param} must be finite and > 0 milliseconds, got {value!r}", param)
+    return float(value)
+
+
+def resolve(body_slo: Mapping | None, headers: Mapping[str, str],
+            classes: Mapping[str, SLOClass], default_class: str) -> tuple[str, SLO]:
+    """(class label, SLO) of one request, first match wins; SLOError for bad input."""
+    if body_slo is not None:
+        if not isinstance(body_slo, Mapping):
+            raise SLOError("slo must be an object: {\"tpot_ms\": 30} or {\"class\": \"urgent\"}",
+                           "slo")
+        unknown = set(body_slo) - {"tpot_ms", "class"}
+        if unknown:
+            raise SLOError(f"slo has unknown fields {sorted(unknown)}; use tpot_ms or class",
+                           "slo")
+        has_ms, has_class = body_slo.get("tpot_ms") is not None, body_slo.get("class") is not None
+        if has_ms and has_class:
+            raise SLOError("slo gives both tpot_ms and class; give one", "slo")
+        if has_ms:
+            return CUSTOM, SLO.from_ms(_tpot_ms(body_slo["tpot_ms"], "slo.tpot_ms"))
+        if has_class:
+            return _by_class(body_slo["class"], classes, "slo.class")
+    h = {k.lower(): v for k, v in headers.items()}
+    if "x-slo-tpot-ms" in h:
+        return CUSTOM, SLO.from_ms(_tpot_ms(h["x-slo-tpot-ms"], "X-SLO-TPOT-MS"))
+    if "x-slo-class" in h:
+        return _by_class(h["x-slo-class"].strip(), classes, "X-SLO-Class")
+    return _by_class(default_class, classes, "default class")
+
+
+def _by_class(name: object, classes: Mapping[str, SLOClass], param: str) -> tuple[str, SLO]:
+    if not isinstance(name, str) or name not in classes:
+        raise SLOError(f"unknown SLO class {name!r}; this server has "
+                       f"{', '.join(classes)}", param)
+    return name, classes[name].slo
