@@ -76,9 +76,10 @@ def _positive(text: str, name: str) -> float:
     return v
 
 
-def _tpot_ms(value: object, param: str) -> float:
-    """A TPOT in milliseconds from a JSON number or a header string."""
-    if isinstance(value, str):
+def _tpot_ms(value: object, param: str, header: bool = False) -> float:
+    """A TPOT in milliseconds from a JSON number (a string is refused, as in the body's
+    schema) or from a header's text."""
+    if header and isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
@@ -111,7 +112,7 @@ def resolve(body_slo: Mapping | None, headers: Mapping[str, str],
             return _by_class(body_slo["class"], classes, "slo.class")
     h = {k.lower(): v for k, v in headers.items()}
     if "x-slo-tpot-ms" in h:
-        return CUSTOM, SLO.from_ms(_tpot_ms(h["x-slo-tpot-ms"], "X-SLO-TPOT-MS"))
+        return CUSTOM, SLO.from_ms(_tpot_ms(h["x-slo-tpot-ms"], "X-SLO-TPOT-MS", header=True))
     if "x-slo-class" in h:
         return _by_class(h["x-slo-class"].strip(), classes, "X-SLO-Class")
     return _by_class(default_class, classes, "default class")
