@@ -1,7 +1,7 @@
 """Peak memory of the server process at batch 32.
 
 Starts `adaserve serve` (defaults: adaserve policy, the distilled draft, 32 slots, a
-1 GiB KV pool) as its own process, reads its resident memory when idle, then drives 32
+2 GiB KV pool) as its own process, reads its resident memory when idle, then drives 32
 concurrent streaming requests of --new-tokens output tokens each and reads the peak
 (VmHWM from /proc). Prints a table, writes results/server_memory.{md,json}.
 
@@ -74,6 +74,9 @@ def main() -> int:
             except httpx.TransportError:
                 time.sleep(0.5)
         info = httpx.get(f"{url}/server_info").json()
+        if info["max_batch"] < args.batch:
+            raise SystemExit(f"the server holds {info['max_batch']} requests, not {args.batch}: "
+                             "raise --kv-cache-mb")
         idle = _status(proc.pid)
         sec, tokens, _ = asyncio.run(_load(url, args.batch, args.new_tokens))
         peak = _status(proc.pid)
@@ -91,7 +94,7 @@ def main() -> int:
              f"- command: `{res['command']}`", f"- machine: {res['machine']}",
              f"- date: {res['date']}, commit {res['commit']}", "",
              f"`adaserve serve` with its defaults (policy {res['policy']}, draft "
-             f"{res['draft']}, {res['max_batch']} KV slots in a 1 GiB pool allocated at "
+             f"{res['draft']}, {res['max_batch']} KV slots in a 2 GiB pool allocated at "
              f"start-up), {args.batch} concurrent streaming requests of {args.new_tokens} "
              f"tokens each.", "",
              "| state | resident memory (MiB) |", "|---|---|",

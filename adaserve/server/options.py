@@ -23,7 +23,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-waiting", type=int, default=256,
                    help="queued requests beyond which new ones get 503 + Retry-After")
     p.add_argument("--max-context", type=int, default=1024, help="prompt + output tokens")
-    p.add_argument("--kv-cache-mb", type=int, default=1024)
+    p.add_argument("--kv-cache-mb", type=int, default=2048,
+                   help="KV memory (target + draft), allocated at start-up; 2048 holds 32 "
+                        "requests of 1024 tokens with the default pair")
     p.add_argument("--profile", type=Path, default=None,
                    help="profile file (default: the cached one for model + draft, if any)")
     p.add_argument("--slo-classes", default=DEFAULT_CLASSES,
