@@ -42,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_args(serve)
     serve.set_defaults(func=_serve)
 
+    lg = sub.add_parser("loadgen", help="open-loop mixed-SLO traffic against a server (Locust, "
+                                        "headless), then per-class attainment tables")
+    from adaserve.loadgen.run import add_args as _loadgen_args
+
+    _loadgen_args(lg)
+    lg.set_defaults(func=_loadgen)
+
     dist = sub.add_parser("distill-draft", help="distil the draft for the default target from the "
                                                 "target's own outputs (writes a draft directory)")
     dist.add_argument("--out", type=Path, default=None,
@@ -67,6 +74,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="auto (the packaged distilled draft with the default model), none, "
                         "'target', 'layers:N' or a local draft directory")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:i]")
+
+
+def _loadgen(args: argparse.Namespace) -> int:
+    from adaserve.loadgen.run import main as loadgen_main
+
+    return loadgen_main(args)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -1,4 +1,6 @@
 """Mixed-SLO load generation and result analysis (installed as ``adaserve.loadgen``).
 
-The Locust file, arrival schedules and analysis arrive with the load-generator issue.
+workload.py (prompt sets, SLO class mix), arrivals.py (open-loop schedules, trace replay),
+locustfile.py (the Locust traffic), records.py (per-request records, attainment and
+goodput), run.py (`adaserve loadgen`).
 """

@@ -8,14 +8,6 @@ pytest.importorskip("torch")
 
 from live_server import start  # noqa: E402
 
-from adaserve.engine import EngineConfig  # noqa: E402
-from adaserve.engine.loader import load_models  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def models():
-    return load_models(EngineConfig(policy="adaserve"))
-
 
 @pytest.fixture(scope="session")
 def live(models):

@@ -1,0 +1,114 @@
+"""Open-loop arrival schedules: when each request is sent, fixed before the run starts.
+
+Requests go out at their scheduled times whatever is still outstanding, so a slow server
+cannot slow the offered load down (no coordinated omission). Poisson at a rate, bursty
+(gamma inter-arrival times with a coefficient of variation > 1), or replayed from a trace
+in the Azure LLM inference trace schema (TIMESTAMP, ContextTokens, GeneratedTokens).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adaserve.loadgen.workload import ClassMix, PromptSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """One scheduled request."""
+
+    index: int
+    t: float  # seconds after the run starts
+    slo_class: str
+    prompt: PromptSpec
+    max_tokens: int
+
+
+def poisson_times(rate: float, n: int, seed: int = 0) -> np.ndarray:
+    """n send times [s] of a Poisson process at ``rate`` requests/s (exponential gaps)."""
+    return gamma_times(rate, 1.0, n, seed)
+
+
+def gamma_times(rate: float, cv: float, n: int, seed: int = 0) -> np.ndarray:
+    """n send times with gamma gaps of mean 1/rate and coefficient of variation ``cv``
+    (cv = 1: Poisson; cv > 1: bursts and lulls at the same mean rate)."""
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate must be > 0 requests/s, got {rate!r}")
+    if not (math.isfinite(cv) and cv > 0):
+        raise ValueError(f"cv must be > 0, got {cv!r}")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n!r}")
+    shape = 1.0 / cv**2
+    gaps = np.random.default_rng(seed).gamma(shape, 1.0 / (shape * rate), size=n)
+    return np.cumsum(gaps) - (gaps[0] if n else 0.0)  # the first request goes at t = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    t: float  # seconds after the trace's first request
+    context_tokens: int
+    generated_tokens: int
+
+
+def read_trace(path: Path | str, time_scale: float = 1.0, limit: int | None = None
+               ) -> list[TraceRow]:
+    """Rows of an Azure LLM inference trace CSV. ``time_scale`` multiplies the gaps
+    (0.5 replays twice as fast)."""
+    if not (math.isfinite(time_scale) and time_scale > 0):
+        raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
+    rows = []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        need = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}
+        if not need <= set(reader.fieldnames or ()):
+            raise ValueError(f"{path}: a trace needs the columns {sorted(need)}, "
+                             f"got {reader.fieldnames}")
+        for i, r in enumerate(reader):
+            if limit is not None and i >= limit:
+                break
+            try:
+                t = _timestamp(r["TIMESTAMP"])
+                rows.append((t, int(r["ContextTokens"]), int(r["GeneratedTokens"])))
+            except ValueError as e:
+                raise ValueError(f"{path}, row {i + 2}: {e}") from None
+    if not rows:
+        return []
+    rows.sort(key=lambda x: x[0])
+    t0 = rows[0][0]
+    return [TraceRow((t - t0) * time_scale, c, g) for t, c, g in rows]
+
+
+def _timestamp(text: str) -> float:
+    """Seconds since the epoch; the Azure traces write '2023-11-16 18:15:46.6805900'
+    (7 fractional digits, which fromisoformat refuses), plain seconds also work."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    main, _, frac = text.partition(".")
+    stamp = dt.datetime.fromisoformat(main).replace(tzinfo=dt.timezone.utc).timestamp()
+    return stamp + (float("0." + frac) if frac else 0.0)
+
+
+def schedule(times: np.ndarray, mix: ClassMix, prompts: list[PromptSpec], seed: int = 0,
+             max_tokens: list[int] | None = None) -> list[Arrival]:
+    """Arrivals at ``times``: classes drawn from ``mix``, prompts taken in turn, output
+    lengths from ``max_tokens`` (a trace's GeneratedTokens) or the prompt's own."""
+    if not prompts:
+        raise ValueError("no prompts to send")
+    rng = random.Random(seed)
+    classes = mix.draw(len(times), rng)
+    out = []
+    for i, t in enumerate(np.asarray(times, dtype=float).tolist()):
+        p = prompts[i % len(prompts)]
+        m = p.max_tokens if max_tokens is None else max(1, int(max_tokens[i]))
+        out.append(Arrival(i, t, classes[i], p, m))
+    return out

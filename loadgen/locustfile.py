@@ -1,0 +1,191 @@
+"""Mixed-SLO traffic for any server with AdaServe's HTTP contract (the embedded server, or
+SGLang with the plugin), over the OpenAI streaming chat API, the SLO sent as a header.
+
+Open loop: one dispatcher user fixes every send time before the run (Poisson, gamma or a
+trace) and starts each request at its time in its own greenlet, whatever is outstanding,
+so a slow server cannot thin the offered load (no coordinated omission). Each request's
+scheduled and actual send times, TTFT, TPOT, tokens and SLO are recorded from its stream
+(JSONL at --records) and reported to Locust per class ("stream [urgent]", "TTFT [urgent]",
+"TPOT [urgent]").
+
+    locust -f loadgen/locustfile.py --host http://127.0.0.1:8000            # web UI
+    adaserve loadgen --host http://127.0.0.1:8000 --rate 1 --requests 100   # headless
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import gevent
+import requests
+from locust import HttpUser, constant, events, task
+
+from adaserve.loadgen.arrivals import Arrival, gamma_times, read_trace, schedule
+from adaserve.loadgen.records import Record, write_jsonl
+from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, ClassMix, prompt_set
+
+
+@events.init_command_line_parser.add_listener
+def _options(parser) -> None:
+    g = parser  # Locust's own parser: only its add_argument knows include_in_web_ui
+    g.add_argument("--arrival", choices=["poisson", "gamma", "trace"], default="poisson",
+                   include_in_web_ui=True, help="arrival process")
+    g.add_argument("--rate", type=float, default=1.0, include_in_web_ui=True,
+                   help="requests per second (poisson, gamma)")
+    g.add_argument("--cv", type=float, default=2.0, include_in_web_ui=True,
+                   help="coefficient of variation of gamma gaps (> 1: bursty)")
+    g.add_argument("--trace", default="", include_in_web_ui=True,
+                   help="Azure LLM trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens)")
+    g.add_argument("--time-scale", type=float, default=1.0, include_in_web_ui=True,
+                   help="multiplies trace gaps (0.5: twice as fast)")
+    g.add_argument("--requests", type=int, default=50, include_in_web_ui=True,
+                   help="requests in the run")
+    g.add_argument("--mix", default=DEFAULT_MIX, include_in_web_ui=True,
+                   help="SLO class weights, name=weight,...")
+    g.add_argument("--urgent", type=float, default=-1.0, include_in_web_ui=True,
+                   help="urgent proportion in [0, 1] (overrides the mix's; -1: keep it)")
+    g.add_argument("--prompts", choices=list(PROMPT_SETS), default="mixed",
+                   include_in_web_ui=True, help="short, long or mixed prompt set")
+    g.add_argument("--max-tokens", type=int, default=0, include_in_web_ui=True,
+                   help="output tokens per request (0: the prompt set's, or the trace's)")
+    g.add_argument("--seed", type=int, default=0, include_in_web_ui=True)
+    g.add_argument("--records", default="loadgen-records.jsonl", include_in_web_ui=True,
+                   help="where the per-request JSONL goes")
+    g.add_argument("--class-tpot-ms", default="", include_in_web_ui=False,
+                   help="name=ms,... the server's class SLOs (default: read /server_info)")
+
+
+def build_plan(opts) -> list[Arrival]:
+    """The run's arrivals from the options (also used by `adaserve loadgen` to report)."""
+    mix = ClassMix.parse(opts.mix)
+    if opts.urgent >= 0:
+        mix = mix.with_urgent(opts.urgent)
+    gen_tokens = None
+    if opts.arrival == "trace":
+        rows = read_trace(opts.trace, opts.time_scale, limit=opts.requests)
+        times = [r.t for r in rows]
+        gen_tokens = [r.generated_tokens for r in rows]
+    else:
+        cv = 1.0 if opts.arrival == "poisson" else opts.cv
+        times = gamma_times(opts.rate, cv, opts.requests, opts.seed)
+    prompts = prompt_set(opts.prompts, max(1, min(len(times), 512)), opts.seed)
+    if opts.max_tokens > 0:
+        gen_tokens = [opts.max_tokens] * len(times)
+    return schedule(times, mix, prompts, opts.seed, gen_tokens)
+
+
+class SLOTraffic(HttpUser):
+    """The dispatcher: run with one user (-u 1); it sends every request of the plan."""
+
+    fixed_count = 1
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        opts = self.environment.parsed_options
+        self.plan = build_plan(opts)
+        self.slo_ms = _class_slos(self.host, opts.class_tpot_ms)
+        self.records: list[Record] = []
+        self.session = requests.Session()
+
+    @task
+    def dispatch(self) -> None:
+        t0 = time.monotonic()
+        greenlets = [gevent.spawn_later(a.t, self._send, a, t0) for a in self.plan]
+        progress = gevent.spawn(self._progress, t0)
+        gevent.joinall(greenlets)
+        progress.kill()
+        opts = self.environment.parsed_options
+        records = sorted(self.records, key=lambda r: r.index)
+        write_jsonl(records, Path(opts.records))
+        print(f"[adaserve] {len(records)} requests recorded in {opts.records}", flush=True)
+        runner = self.environment.runner
+        if runner is not None:
+            runner.quit()
+        self.stop()
+
+    def _progress(self, t0: float) -> None:
+        while True:
+            gevent.sleep(5)
+            done = [r for r in self.records if r.status != "pending"]
+            att = [r.attained for r in done if r.attained is not None]
+            print(f"[adaserve] t={time.monotonic() - t0:6.1f}s sent {len(self.records)}/"
+                  f"{len(self.plan)} finished {len(done)} attained "
+                  f"{(sum(att) / len(att) if att else 0):.0%}", flush=True)
+
+    def _send(self, a: Arrival, t0: float) -> None:
+        now = time.monotonic() - t0
+        rec = Record(a.index, a.slo_class, self.slo_ms.get(a.slo_class), a.t, now)
+        self.records.append(rec)
+        body = {"messages": a.prompt.as_messages(), "max_tokens": a.max_tokens, "stream": True,
+                "temperature": 0, "stream_options": {"include_usage": True}}
+        exc = None
+        try:
+            with self.session.post(f"{self.host}/v1/chat/completions", json=body, stream=True,
+                                   headers={"X-SLO-Class": a.slo_class}, timeout=600) as r:
+                if r.status_code == 503:
+                    rec.status = "rejected"
+                elif r.status_code != 200:
+                    rec.status, rec.error = "error", f"HTTP {r.status_code}: {r.text[:200]}"
+                else:
+                    _read_stream(r, rec, t0)
+        except Exception as e:  # network trouble is a result, not a crash of the run
+            rec.status, rec.error = "error", f"{type(e).__name__}: {e}"
+        rec.finished_s = time.monotonic() - t0
+        if rec.status != "ok":
+            exc = RuntimeError(rec.error or rec.status)
+        ev = self.environment.events.request
+        ev.fire(request_type="POST", name=f"stream [{a.slo_class}]",
+                response_time=1e3 * (rec.finished_s - rec.sent_s),
+                response_length=rec.output_tokens, exception=exc, context={})
+        if rec.status == "ok":
+            if rec.ttft_ms is not None:
+                ev.fire(request_type="SLO", name=f"TTFT [{a.slo_class}]",
+                        response_time=rec.ttft_ms, response_length=0, exception=None, context={})
+            if rec.tpot_ms is not None:
+                miss = None if rec.attained is not False else RuntimeError("TPOT over SLO")
+                ev.fire(request_type="SLO", name=f"TPOT [{a.slo_class}]",
+                        response_time=rec.tpot_ms, response_length=0, exception=miss,
+                        context={})
+
+
+def _read_stream(r, rec: Record, t0: float) -> None:
+    for line in r.iter_lines():
+        if not line or not line.startswith(b"data: "):
+            continue
+        data = line[6:]
+        if data == b"[DONE]":
+            rec.status = "ok" if rec.status == "pending" else rec.status
+            return
+        ev = json.loads(data)
+        if "error" in ev:
+            rec.status, rec.error = "error", ev["error"].get("message")
+            continue
+        now = time.monotonic() - t0
+        choice = (ev.get("choices") or [{}])[0]
+        if choice.get("delta", {}).get("content"):
+            if rec.first_token_s is None:
+                rec.first_token_s = now
+            rec.last_token_s = now
+        if ev.get("usage"):
+            rec.output_tokens = ev["usage"]["completion_tokens"]
+            rec.prompt_tokens = ev["usage"]["prompt_tokens"]
+        if choice.get("finish_reason") is not None:
+            rec.server = {k: ev.get(k) for k in ("slo_class", "slo_tpot_ms", "tpot_ms",
+                                                 "ttft_ms", "slo_attained",
+                                                 "accepted_tokens_per_step")}
+    if rec.status == "pending":
+        rec.status, rec.error = "error", "the stream ended without [DONE]"
+
+
+def _class_slos(host: str, spec: str) -> dict[str, float | None]:
+    """Class -> TPOT SLO (ms): given, or read from the server's /server_info."""
+    if spec:
+        out = {}
+        for item in spec.split(","):
+            name, _, ms = item.partition("=")
+            out[name.strip()] = None if ms.strip() in ("", "none") else float(ms)
+        return out
+    info = requests.get(f"{host}/server_info", timeout=30).json()
+    return {c["name"]: c["tpot_ms"] for c in info["slo_classes"]}

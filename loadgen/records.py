@@ -1,0 +1,163 @@
+"""One record per request as the client measured it, and the arithmetic of the result
+tables (DESIGN.md "Definitions")."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+OVERALL = "overall"
+
+
+@dataclass(slots=True)
+class Record:
+    """What the client saw of one request (times in seconds after the run's start)."""
+
+    index: int
+    slo_class: str
+    slo_ms: float | None  # None: best effort
+    scheduled_s: float
+    sent_s: float
+    status: str = "pending"  # ok | rejected (503) | error | pending
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    finished_s: float | None = None
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    error: str | None = None
+    server: dict = field(default_factory=dict)  # the SLO report of the final chunk
+
+    @property
+    def ttft_ms(self) -> float | None:
+        if self.first_token_s is None:
+            return None
+        return 1e3 * (self.first_token_s - self.sent_s)
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """(last token - first token) / (output tokens - 1), from stream arrival times."""
+        if self.output_tokens < 2 or self.first_token_s is None or self.last_token_s is None:
+            return None
+        return 1e3 * (self.last_token_s - self.first_token_s) / (self.output_tokens - 1)
+
+    @property
+    def attained(self) -> bool | None:
+        """Seed 002: TPOT within the SLO. None for best effort. A request that was refused
+        or failed did not get its SLO (False); one with a single token had no gap to miss."""
+        if self.slo_ms is None:
+            return None
+        if self.status != "ok":
+            return False
+        tpot = self.tpot_ms
+        return tpot is None or tpot <= self.slo_ms
+
+    def attained_with_ttft(self, ttft_slo_ms: float) -> bool | None:
+        """The vLLM-style variant: the TPOT SLO and TTFT <= ttft_slo_ms."""
+        a = self.attained
+        if a is None:
+            return None
+        return a and self.ttft_ms is not None and self.ttft_ms <= ttft_slo_ms
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.update(ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms, attained=self.attained)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Record:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def write_jsonl(records: Iterable[Record], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for r in records:
+            f.write(json.dumps(r.to_json()) + "\n")
+
+
+def read_jsonl(path: Path) -> list[Record]:
+    return [Record.from_json(json.loads(line)) for line in open(path) if line.strip()]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassSummary:
+    slo_class: str
+    slo_ms: float | None
+    sent: int
+    ok: int
+    rejected: int
+    errors: int
+    attainment: float | None  # attained / sent with an SLO; None: no request had one
+    attainment_ttft: float | None
+    goodput_tok_s: float  # output tokens of attained (or best-effort ok) requests / wall time
+    throughput_tok_s: float  # all output tokens / wall time
+    tpot_ms: dict[str, float | None]  # p50, p90, p99 over ok requests
+    ttft_ms: dict[str, float | None]
+
+
+def _pct(xs: list[float]) -> dict[str, float | None]:
+    if not xs:
+        return {"p50": None, "p90": None, "p99": None}
+    a = np.asarray(xs, dtype=float)
+    return {f"p{q}": float(np.percentile(a, q)) for q in (50, 90, 99)}
+
+
+def summarize(records: list[Record], ttft_slo_ms: float, wall_s: float | None = None
+              ) -> list[ClassSummary]:
+    """A row per class (in order of first appearance), then the overall row. Wall time:
+    from the first scheduled send to the last finish, unless given."""
+    if wall_s is None:
+        ends = [r.finished_s for r in records if r.finished_s is not None]
+        starts = [r.scheduled_s for r in records]
+        wall_s = (max(ends) - min(starts)) if ends and starts else 0.0
+    classes = list(dict.fromkeys(r.slo_class for r in records))
+    rows = [_summary(c, [r for r in records if r.slo_class == c], ttft_slo_ms, wall_s)
+            for c in classes]
+    rows.append(_summary(OVERALL, records, ttft_slo_ms, wall_s))
+    return rows
+
+
+def _summary(name: str, rs: list[Record], ttft_slo_ms: float, wall_s: float) -> ClassSummary:
+    slo = {r.slo_ms for r in rs}
+    with_slo = [r for r in rs if r.slo_ms is not None]
+    att = [bool(r.attained) for r in with_slo]
+    att_ttft = [bool(r.attained_with_ttft(ttft_slo_ms)) for r in with_slo]
+    ok = [r for r in rs if r.status == "ok"]
+    good = sum(r.output_tokens for r in ok if r.attained is not False)
+    total = sum(r.output_tokens for r in ok)
+    per_s = (lambda x: x / wall_s) if wall_s > 0 else (lambda x: math.nan)
+    return ClassSummary(
+        slo_class=name, slo_ms=slo.pop() if len(slo) == 1 else None, sent=len(rs), ok=len(ok),
+        rejected=sum(r.status == "rejected" for r in rs),
+        errors=sum(r.status == "error" for r in rs),
+        attainment=sum(att) / len(att) if att else None,
+        attainment_ttft=sum(att_ttft) / len(att_ttft) if att_ttft else None,
+        goodput_tok_s=per_s(good), throughput_tok_s=per_s(total),
+        tpot_ms=_pct([r.tpot_ms for r in ok if r.tpot_ms is not None]),
+        ttft_ms=_pct([r.ttft_ms for r in ok if r.ttft_ms is not None]))
+
+
+def summary_table(rows: list[ClassSummary], ttft_slo_ms: float) -> str:
+    """Markdown: a row per class and the overall row."""
+    def f(x, d=1, pct=False):
+        if x is None or (isinstance(x, float) and math.isnan(x)):
+            return "–"
+        return f"{100 * x:.{d}f}%" if pct else f"{x:.{d}f}"
+
+    lines = [f"| class | TPOT SLO ms | sent | ok | 503 | errors | attainment | attainment "
+             f"(+TTFT <= {ttft_slo_ms:g} ms) | goodput tok/s | tok/s | TPOT p50 / p99 ms | "
+             "TTFT p50 / p99 ms |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r.slo_class} | {f(r.slo_ms)} | {r.sent} | {r.ok} | {r.rejected} | {r.errors} | "
+            f"{f(r.attainment, pct=True)} | {f(r.attainment_ttft, pct=True)} | "
+            f"{f(r.goodput_tok_s, 2)} | {f(r.throughput_tok_s, 2)} | "
+            f"{f(r.tpot_ms['p50'])} / {f(r.tpot_ms['p99'])} | "
+            f"{f(r.ttft_ms['p50'])} / {f(r.ttft_ms['p99'])} |")
+    return "\n".join(lines)

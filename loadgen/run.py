@@ -1,0 +1,112 @@
+"""`adaserve loadgen`: one headless Locust run of the mixed-SLO traffic, then its tables.
+
+Runs loadgen/locustfile.py under Locust (its own process: Locust monkey-patches the
+interpreter with gevent), with one dispatcher user; then reads the per-request records
+and writes, in --out: records.jsonl, Locust's CSV statistics (locust_*.csv), summary.json
+and summary.md (a row per SLO class and overall, the exact command, machine and date).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from adaserve.loadgen.records import read_jsonl, summarize, summary_table
+from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="http://127.0.0.1:8000", help="the server's base URL")
+    p.add_argument("--arrival", choices=["poisson", "gamma", "trace"], default="poisson")
+    p.add_argument("--rate", type=float, default=1.0, help="requests per second")
+    p.add_argument("--cv", type=float, default=2.0, help="gamma gaps' coefficient of variation")
+    p.add_argument("--trace", default="", help="Azure LLM trace CSV for --arrival trace")
+    p.add_argument("--time-scale", type=float, default=1.0, help="multiplies trace gaps")
+    p.add_argument("--requests", type=int, default=50)
+    p.add_argument("--mix", default=DEFAULT_MIX, help="SLO class weights")
+    p.add_argument("--urgent", type=float, default=-1.0, help="urgent proportion (overrides)")
+    p.add_argument("--prompts", choices=list(PROMPT_SETS), default="mixed")
+    p.add_argument("--max-tokens", type=int, default=0, help="0: the prompt set's")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ttft-slo-ms", type=float, default=5000.0,
+                   help="TTFT SLO of the TTFT+TPOT attainment variant")
+    p.add_argument("--out", type=Path, default=Path("loadgen-out"))
+    p.add_argument("--web", action="store_true", help="open Locust's web UI instead")
+
+
+def locust_command(args: argparse.Namespace) -> list[str]:
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", args.host,
+           "--arrival", args.arrival, "--rate", str(args.rate), "--cv", str(args.cv),
+           "--time-scale", str(args.time_scale), "--requests", str(args.requests),
+           "--mix", args.mix, "--urgent", str(args.urgent), "--prompts", args.prompts,
+           "--max-tokens", str(args.max_tokens), "--seed", str(args.seed),
+           "--records", str(args.out / "records.jsonl")]
+    if args.trace:
+        cmd += ["--trace", args.trace]
+    if not args.web:
+        # a missed SLO or a refused request is a result, not a failed run: exit 0 for them
+        cmd += ["--headless", "-u", "1", "-r", "1", "--only-summary", "--exit-code-on-error",
+                "0", "--csv", str(args.out / "locust")]
+    return cmd
+
+
+def main(args: argparse.Namespace) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "records.jsonl").unlink(missing_ok=True)
+    cmd = locust_command(args)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    rc = subprocess.run(cmd, env=env).returncode
+    records_path = args.out / "records.jsonl"
+    if not records_path.exists():
+        print(f"locust exited with {rc} and wrote no records", file=sys.stderr)
+        return rc or 1
+    records = read_jsonl(records_path)
+    rows = summarize(records, args.ttft_slo_ms)
+    try:
+        import httpx
+
+        info = httpx.get(f"{args.host}/server_info", timeout=10).json()
+    except Exception:  # the summary is still worth writing without it
+        info = None
+    meta = {"command": "adaserve loadgen " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
+            "machine": f"{platform.node()}, {platform.processor() or platform.machine()}, "
+                       f"{os.cpu_count()} cores, Python {platform.python_version()}",
+            "date": dt.datetime.now().isoformat(timespec="seconds"),
+            "server": info, "requests": len(records), "ttft_slo_ms": args.ttft_slo_ms}
+    (args.out / "summary.json").write_text(json.dumps(
+        {**meta, "rows": [asdict(r) for r in rows]}, indent=2))
+    text = "\n".join([
+        "# Load run", "", f"- command: `{meta['command']}`", f"- machine: {meta['machine']}",
+        f"- date: {meta['date']}",
+        f"- server: {_server_line(info)}",
+        f"- {len(records)} requests, {args.arrival} arrivals"
+        + (f" at {args.rate:g}/s" if args.arrival != "trace" else f" from {args.trace}")
+        + f", prompt set {args.prompts}, class mix {args.mix}"
+        + (f" with urgent share {args.urgent:g}" if args.urgent >= 0 else ""), "",
+        "Attainment = requests within their TPOT SLO / requests sent with an SLO (refused or "
+        "failed ones count as missed); goodput = output tokens of requests that met their "
+        "SLO (best effort: completed) per second of the run; TPOT and TTFT measured by the "
+        "client from the stream.", "",
+        summary_table(rows, args.ttft_slo_ms), ""])
+    (args.out / "summary.md").write_text(text)
+    print(text)
+    return rc
+
+
+def _server_line(info: dict | None) -> str:
+    if not info:
+        return "(no /server_info)"
+    classes = ", ".join(f"{c['name']} {c['tpot_ms']:.1f} ms" if c["tpot_ms"] else c["name"]
+                        for c in info.get("slo_classes", []))
+    return (f"{info.get('model')} + {info.get('draft')}, policy {info.get('policy')}, "
+            f"B = {info.get('budget')}; classes: {classes}")

@@ -1,0 +1,142 @@
+"""What the load generator sends: prompt sets and the SLO class mix (seed 002 §6.2).
+
+Two prompt sets, mixed like the paper's two data sets: short instruction/chat prompts and
+long "summarize this text" prompts. Both are ours and deterministic: the short ones come
+from the prompt generators the draft was distilled with (adaserve.distill.prompts), drawn
+with another seed so the texts differ from its training data; the long ones are articles
+assembled here from a sentence bank, 250-450 words each.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from adaserve.distill.prompts import TOPICS, phase1
+
+DEFAULT_MIX = "urgent=0.6,moderate=0.2,relaxed=0.2"
+PROMPT_SETS = ("short", "long", "mixed")
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSpec:
+    """One prompt: chat messages and the output length to ask for."""
+
+    kind: str  # "short" or "long"
+    messages: tuple[tuple[str, str], ...]  # (role, content)
+    max_tokens: int
+
+    def as_messages(self) -> list[dict]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+
+class ClassMix:
+    """SLO class weights, normalised; ``with_urgent(p)`` sets the urgent share to p and
+    splits the rest over the other classes in their configured proportions."""
+
+    def __init__(self, weights: dict[str, float]) -> None:
+        if not weights or any(not (math.isfinite(w) and w >= 0) for w in weights.values()):
+            raise ValueError(f"class weights must be finite and >= 0, got {weights!r}")
+        total = sum(weights.values())
+        if total <= 0:
+            raise ValueError("class weights must not all be 0")
+        self.weights = {k: w / total for k, w in weights.items()}
+
+    @classmethod
+    def parse(cls, spec: str) -> ClassMix:
+        """``urgent=0.6,moderate=0.2,relaxed=0.2`` (weights need not sum to 1)."""
+        weights = {}
+        for item in (p.strip() for p in spec.split(",") if p.strip()):
+            name, _, w = item.partition("=")
+            try:
+                weights[name.strip()] = float(w)
+            except ValueError:
+                raise ValueError(f"class mix item {item!r} is not name=weight") from None
+        return cls(weights)
+
+    def with_urgent(self, p: float, urgent: str = "urgent") -> ClassMix:
+        if not 0 <= p <= 1:
+            raise ValueError(f"urgent proportion must be in [0, 1], got {p!r}")
+        rest = {k: w for k, w in self.weights.items() if k != urgent}
+        total = sum(rest.values())
+        if total == 0 and p < 1:
+            raise ValueError("no other class to give the non-urgent share to")
+        out = {k: (1 - p) * w / total for k, w in rest.items()} if total else {}
+        out[urgent] = p
+        return ClassMix(out)
+
+    def draw(self, n: int, rng: random.Random) -> list[str]:
+        names = list(self.weights)
+        return rng.choices(names, weights=[self.weights[k] for k in names], k=n)
+
+    def spec(self) -> str:
+        return ",".join(f"{k}={w:.4g}" for k, w in self.weights.items())
+
+
+_OPENERS = ["In recent years, {t} has drawn more attention than ever.",
+            "Few subjects divide opinion as sharply as {t}.",
+            "The story of {t} is older than most people think.",
+            "Anyone who studies {t} soon meets a surprising fact."]
+_BODY = ["Researchers at several universities have collected data for more than a decade.",
+         "Their findings suggest that small changes add up over time.",
+         "Critics argue that the evidence is still incomplete and that more work is needed.",
+         "Local communities have tried different approaches with mixed results.",
+         "One town reported a clear improvement within two years.",
+         "Another saw no change at all, which puzzled the experts.",
+         "Costs remain a concern, especially for smaller organisations.",
+         "Supporters point out that the long-term savings outweigh the initial spending.",
+         "New tools have made it easier to measure what actually happens.",
+         "Public interest rises and falls with the news cycle.",
+         "Teachers have started to include the topic in their lessons.",
+         "Some companies see it as an opportunity, others as a risk.",
+         "Governments have passed rules, but enforcement varies widely.",
+         "Historical records show similar debates a century ago.",
+         "The most careful studies compare groups over many years.",
+         "Young people tend to be more optimistic than their parents.",
+         "A recent survey found that most people know little about the details.",
+         "Experts recommend starting with simple, well-tested steps."]
+_CLOSERS = ["What happens next will depend on choices made in the coming years.",
+            "For now, the debate about {t} is far from over.",
+            "Either way, {t} is unlikely to disappear from public life soon."]
+
+
+def article(topic: str, rng: random.Random, words: tuple[int, int] = (250, 450)) -> str:
+    """A deterministic article of roughly ``words`` words, in paragraphs."""
+    target = rng.randint(*words)
+    sents = [rng.choice(_OPENERS).format(t=topic)]
+    n = len(sents[0].split())
+    while n < target:
+        s = rng.choice(_BODY)
+        sents.append(s)
+        n += len(s.split())
+    sents.append(rng.choice(_CLOSERS).format(t=topic))
+    paras = [" ".join(sents[i:i + 5]) for i in range(0, len(sents), 5)]
+    return "\n\n".join(paras)
+
+
+def prompt_set(kind: str, n: int, seed: int = 0, short_tokens: int = 64,
+               long_tokens: int = 96) -> list[PromptSpec]:
+    """n prompts of one set: "short", "long" or "mixed" (alternating, half each)."""
+    if kind not in PROMPT_SETS:
+        raise ValueError(f"prompt set must be one of {PROMPT_SETS}, got {kind!r}")
+    rng = random.Random(seed)
+    if kind == "mixed":
+        a = prompt_set("short", (n + 1) // 2, seed, short_tokens, long_tokens)
+        b = prompt_set("long", n // 2, seed, short_tokens, long_tokens)
+        out = [p for pair in zip(a, b) for p in pair] + a[len(b):]
+        return out[:n]
+    if kind == "short":
+        # templates with few fills repeat: keep distinct texts only
+        pool = list(dict.fromkeys(p.messages for p in phase1(max(n, 64) * 3, seed=1000 + seed)
+                                  if p.kind != "article"))
+        rng.shuffle(pool)
+        return [PromptSpec("short", m, short_tokens) for m in pool[:n]]
+    out = []
+    for _ in range(n):
+        text = article(rng.choice(TOPICS), rng)
+        ask = rng.choice(["Summarize the following text in a few sentences.",
+                          "Write a short summary of this article.",
+                          "What are the main points of the text below?"])
+        out.append(PromptSpec("long", (("user", f"{ask}\n\n{text}"),), long_tokens))
+    return out

@@ -1,0 +1,70 @@
+"""A short headless Locust run (`adaserve loadgen`) against a live embedded server: the
+summary has a row per class, and what it counts comes from the real streams."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import importlib.util
+
+import pytest
+
+# never import locust here: it monkey-patches this process with gevent (the run is a
+# subprocess); only check that it is installed
+if importlib.util.find_spec("locust") is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must have locust (.ci/run installs the [loadgen] extra)")
+    pytest.skip("locust is not installed (pip install -e '.[loadgen]')", allow_module_level=True)
+pytest.importorskip("torch")
+
+from live_server import start  # noqa: E402
+
+from adaserve.loadgen.records import read_jsonl  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server(models):
+    srv, stop = start(models, max_context=1024)  # the long prompts are ~600 tokens
+    yield srv
+    stop()
+
+
+def test_headless_run_summarizes_per_class_from_real_streams(server, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", server.url,
+           "--rate", "2", "--requests", "12", "--max-tokens", "6", "--prompts", "mixed",
+           "--mix", "urgent=0.5,moderate=0.25,relaxed=0.25", "--seed", "3", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {r["slo_class"]: r for r in summary["rows"]}
+    assert set(rows) == {"urgent", "moderate", "relaxed", "overall"}
+    assert rows["overall"]["sent"] == 12 == sum(rows[c]["sent"] for c in rows if c != "overall")
+    assert rows["overall"]["ok"] == 12 and rows["overall"]["errors"] == 0
+    assert summary["server"]["policy"] == "adaserve"
+    md = (out / "summary.md").read_text()
+    assert md.count("\n| ") >= 5 and "adaserve loadgen" in md  # header + 4 rows, the command
+    records = read_jsonl(out / "records.jsonl")
+    assert len(records) == 12
+    for r in records:
+        # the client counted the tokens the server says it sent, and its own TPOT is near
+        # the server's (same tokens, times taken at the two ends of a loopback socket)
+        assert r.status == "ok" and 1 <= r.output_tokens <= 6
+        assert r.server["slo_class"] == r.slo_class
+        assert r.slo_ms == pytest.approx(r.server["slo_tpot_ms"])
+        assert r.sent_s >= r.scheduled_s - 0.01  # open loop: never early
+        if r.tpot_ms is not None and r.server["tpot_ms"] is not None:
+            assert abs(r.tpot_ms - r.server["tpot_ms"]) < 0.5 * r.server["tpot_ms"] + 30
+    attained = [r for r in records if r.attained]
+    for c in ("urgent", "moderate", "relaxed"):
+        mine = [r for r in records if r.slo_class == c]
+        assert rows[c]["attainment"] == pytest.approx(
+            sum(bool(r.attained) for r in mine) / len(mine))
+    assert rows["overall"]["goodput_tok_s"] > 0 or not attained
+    with open(out / "locust_stats.csv") as f:
+        names = {row["Name"] for row in csv.DictReader(f)}
+    assert {"stream [urgent]", "stream [moderate]", "stream [relaxed]"} <= names
