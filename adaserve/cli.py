@@ -49,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     _loadgen_args(lg)
     lg.set_defaults(func=_loadgen)
 
+    bench = sub.add_parser("bench", help="policy sweeps: a server per policy, the same load "
+                                         "points for each; writes results/<experiment>/")
+    from adaserve.loadgen.bench import add_args as _bench_args
+
+    _bench_args(bench)
+    bench.set_defaults(func=_bench)
+
     dist = sub.add_parser("distill-draft", help="distil the draft for the default target from the "
                                                 "target's own outputs (writes a draft directory)")
     dist.add_argument("--out", type=Path, default=None,
@@ -74,6 +81,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="auto (the packaged distilled draft with the default model), none, "
                         "'target', 'layers:N' or a local draft directory")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:i]")
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from adaserve.loadgen.bench import main as bench_main
+
+    return bench_main(args)
 
 
 def _loadgen(args: argparse.Namespace) -> int:

@@ -1,0 +1,183 @@
+"""`adaserve bench`: policy sweeps (seed 002 §6). For each policy: start `adaserve serve`,
+warm it, run every load point with `adaserve loadgen`, stop it. Every policy gets the same
+prompts and the same arrival seeds. Writes results/<experiment>/: summary.md (tables and
+the goals evaluated from the data), summary.json, PNGs, raw/ (per-run records and
+summaries), with the exact command, machine and date.
+
+Experiments:
+- rate: attainment and goodput against request rate (--rates), class mix --mix;
+- urgent: attainment against the urgent proportion (--urgent) at --rate;
+- slo-scale: attainment against the urgent SLO as a multiple of the baseline latency
+  (--scales, seed 002 Fig. 10) at --rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from adaserve.loadgen.workload import DEFAULT_MIX
+
+POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
+EXPERIMENTS = ("rate", "urgent", "slo-scale")
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--experiment", choices=EXPERIMENTS, default="rate")
+    p.add_argument("--policies", default=POLICIES, help="comma separated")
+    p.add_argument("--rates", default="0.25,0.5,0.75,1.0", help="requests/s (rate experiment)")
+    p.add_argument("--rate", type=float, default=0.25,
+                   help="requests/s of the urgent and slo-scale experiments")
+    p.add_argument("--urgent", default="0.2,0.4,0.6,0.8", help="urgent proportions")
+    p.add_argument("--scales", default="1.0,0.9,0.8,0.7,0.6",
+                   help="urgent SLO / baseline latency (slo-scale experiment)")
+    p.add_argument("--mix", default=DEFAULT_MIX)
+    p.add_argument("--requests", type=int, default=40, help="requests per load point")
+    p.add_argument("--repeats", type=int, default=1, help="runs per point, other seeds")
+    p.add_argument("--prompts", default="mixed")
+    p.add_argument("--max-tokens", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ttft-slo-ms", type=float, default=5000.0)
+    p.add_argument("--out", type=Path, default=None, help="default results/<experiment>")
+    p.add_argument("--serve-args", default="", help="extra flags for adaserve serve")
+    p.add_argument("--baseline-ms", type=float, default=None,
+                   help="baseline latency for every server (default: the first server's, "
+                        "from its profile or measured, then passed to all the others, so "
+                        "every policy is held to the same SLOs)")
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    label: str  # what varies, e.g. "0.5" (rate) or "0.8" (scale)
+    rate: float
+    urgent: float  # -1: the mix's own
+    urgent_scale: float  # urgent SLO as a multiple of the baseline
+
+
+def points(args: argparse.Namespace) -> list[Point]:
+    if args.experiment == "rate":
+        return [Point(r, float(r), -1.0, 1.0) for r in args.rates.split(",")]
+    if args.experiment == "urgent":
+        return [Point(u, args.rate, float(u), 1.0) for u in args.urgent.split(",")]
+    return [Point(s, args.rate, -1.0, float(s)) for s in args.scales.split(",")]
+
+
+class Server:
+    """`adaserve serve` in its own process on a free port."""
+
+    def __init__(self, policy: str, urgent_scale: float, extra: str, log: Path,
+                 baseline_ms: float | None) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        classes = f"urgent=x{urgent_scale:g},moderate=x2.4,relaxed=x8,best-effort"
+        cmd = [sys.executable, "-m", "adaserve.cli", "serve", "--policy", policy, "--port",
+               str(self.port), "--slo-classes", classes, "--log-level", "warning",
+               *shlex.split(extra)]
+        if baseline_ms is not None:
+            cmd += ["--baseline-ms", repr(baseline_ms)]
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"adaserve serve exited; see {log}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"adaserve serve did not come up; see {log}")
+            time.sleep(0.5)
+        self.info = httpx.get(f"{self.url}/server_info").json()
+
+    def warm(self) -> None:
+        """A few requests so first-use costs (allocations, the latency calibration) are
+        not charged to the first load point."""
+        with httpx.Client(base_url=self.url, timeout=300) as c:
+            for i in range(3):
+                c.post("/v1/chat/completions", json={
+                    "messages": [{"role": "user", "content": f"Warm-up {i}: say hi."}],
+                    "max_tokens": 16})
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def run_point(args, server: Server, point: Point, seed: int, out: Path) -> dict:
+    cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", server.url,
+           "--rate", str(point.rate), "--requests", str(args.requests), "--mix", args.mix,
+           "--urgent", str(point.urgent), "--prompts", args.prompts, "--max-tokens",
+           str(args.max_tokens), "--seed", str(seed), "--ttft-slo-ms", str(args.ttft_slo_ms),
+           "--out", str(out)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    return json.loads((out / "summary.json").read_text())
+
+
+def main(args: argparse.Namespace) -> int:
+    from adaserve.loadgen.report import write_report
+
+    out = args.out or Path("results") / args.experiment
+    raw = out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    pts = points(args)
+    runs = []
+    baseline = args.baseline_ms
+    t_start = time.time()
+    for policy in policies:
+        # one server per policy, unless the urgent SLO itself changes between points
+        groups = [[p] for p in pts] if args.experiment == "slo-scale" else [pts]
+        for group in groups:
+            server = Server(policy, group[0].urgent_scale, args.serve_args,
+                            raw / f"serve-{policy}-{group[0].label}.log", baseline)
+            baseline = server.info["baseline_latency_ms"]
+            try:
+                server.warm()
+                for point in group:
+                    for rep in range(args.repeats):
+                        seed = args.seed + rep
+                        name = f"{policy}-{point.label}-s{seed}"
+                        t0 = time.time()
+                        s = run_point(args, server, point, seed, raw / name)
+                        o = s["rows"][-1]
+                        print(f"[bench] {name}: attainment {o['attainment']}, goodput "
+                              f"{o['goodput_tok_s']:.2f} tok/s ({time.time() - t0:.0f} s)",
+                              flush=True)
+                        runs.append({"policy": policy, "point": point.label, "seed": seed,
+                                     "rate": point.rate, "urgent": point.urgent,
+                                     "urgent_scale": point.urgent_scale, "dir": name,
+                                     "server": server.info, "summary": s})
+            finally:
+                server.stop()
+    meta = {"command": "adaserve bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
+            "machine": f"{platform.node()}, {platform.processor() or platform.machine()}, "
+                       f"{os.cpu_count()} cores, Python {platform.python_version()}",
+            "date": dt.datetime.now().isoformat(timespec="seconds"),
+            "wall_minutes": (time.time() - t_start) / 60,
+            "experiment": args.experiment, "requests_per_point": args.requests,
+            "repeats": args.repeats, "mix": args.mix, "prompts": args.prompts,
+            "ttft_slo_ms": args.ttft_slo_ms}
+    (out / "summary.json").write_text(json.dumps({**meta, "runs": runs}, indent=2))
+    write_report(out, meta, runs)
+    print((out / "summary.md").read_text())
+    return 0

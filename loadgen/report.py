@@ -1,0 +1,189 @@
+"""The result page of one `adaserve bench` experiment: tables, PNG plots and the goals of
+the load-generator issue evaluated from the data (never asserted)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from adaserve.loadgen.records import read_jsonl
+
+BASELINES_EXCLUDE = "adaserve"
+X_LABEL = {"rate": "request rate (requests/s)", "urgent": "urgent proportion",
+           "slo-scale": "urgent TPOT SLO / baseline latency"}
+
+
+def _row(summary: dict, cls: str) -> dict | None:
+    return next((r for r in summary["rows"] if r["slo_class"] == cls), None)
+
+
+def _table(runs: list[dict]) -> dict:
+    """policy -> point -> list over repeats of (overall attainment, goodput, per class)."""
+    t: dict = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        o = _row(r["summary"], "overall")
+        per = {row["slo_class"]: row["attainment"] for row in r["summary"]["rows"]
+               if row["slo_class"] != "overall"}
+        t[r["policy"]][r["point"]].append((o["attainment"], o["goodput_tok_s"], per))
+    return t
+
+
+def _fmt(vals: list[float], pct: bool) -> str:
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "–"
+    f = (lambda x: f"{100 * x:.1f}%") if pct else (lambda x: f"{x:.2f}")
+    if len(vals) == 1:
+        return f(vals[0])
+    return f"{f(float(np.mean(vals)))} ({f(min(vals))}-{f(max(vals))})"
+
+
+def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
+    exp = meta["experiment"]
+    t = _table(runs)
+    policies = list(dict.fromkeys(r["policy"] for r in runs))
+    pts = list(dict.fromkeys(r["point"] for r in runs))
+    lines = [f"# Experiment: {exp}", "",
+             f"- command: `{meta['command']}`", f"- machine: {meta['machine']}",
+             f"- date: {meta['date']} ({meta['wall_minutes']:.0f} minutes)",
+             f"- {meta['requests_per_point']} requests per point, {meta['repeats']} run(s) per "
+             f"point (with several runs: mean (min-max)), prompt set {meta['prompts']}, class "
+             f"mix {meta['mix']}; every policy gets the same prompts and arrival seeds",
+             f"- server: {_server(runs)}", "",
+             "Attainment: requests within their TPOT SLO / requests sent with an SLO; goodput: "
+             "output tokens per second of requests that met their SLO (seed 002 §6, DESIGN.md "
+             "Definitions). Raw per-request records: raw/<policy>-<point>-s<seed>/records.jsonl.",
+             "", f"## Overall SLO attainment against {X_LABEL[exp]}", "",
+             "| " + X_LABEL[exp] + " | " + " | ".join(policies) + " |",
+             "|---" * (len(policies) + 1) + "|"]
+    for p in pts:
+        lines.append(f"| {p} | " + " | ".join(_fmt([v[0] for v in t[pol][p]], True)
+                                             for pol in policies) + " |")
+    lines += ["", "## Goodput (tokens/s of requests that met their SLO)", "",
+              "| " + X_LABEL[exp] + " | " + " | ".join(policies) + " |",
+              "|---" * (len(policies) + 1) + "|"]
+    for p in pts:
+        lines.append(f"| {p} | " + " | ".join(_fmt([v[1] for v in t[pol][p]], False)
+                                             for pol in policies) + " |")
+    classes = list(dict.fromkeys(c for r in runs for c in
+                                 (row["slo_class"] for row in r["summary"]["rows"])
+                                 if c != "overall"))
+    lines += ["", "## Attainment per class", "",
+              "| policy | " + X_LABEL[exp] + " | " + " | ".join(classes) + " |",
+              "|---" * (len(classes) + 2) + "|"]
+    for pol in policies:
+        for p in pts:
+            lines.append(f"| {pol} | {p} | " + " | ".join(
+                _fmt([v[2].get(c) for v in t[pol][p]], True) for c in classes) + " |")
+    lines += ["", "## Goals", ""] + goals(exp, t, policies, pts) + [""]
+    lines += ["## Plots", ""] + [f"![{n}]({n})" for n in plots(out, exp, runs, t, policies, pts)]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def _server(runs: list[dict]) -> str:
+    info = runs[0]["server"] if runs else {}
+    return (f"{info.get('model')} + {info.get('draft')}, B = {info.get('budget')}, baseline "
+            f"latency {info.get('baseline_latency_ms', 0):.1f} ms, classes "
+            + ", ".join(f"{c['name']} {c['tpot_ms']:.1f} ms" if c["tpot_ms"] else c["name"]
+                        for c in info.get("slo_classes", [])) + " (urgent as run)")
+
+
+def goals(exp: str, t: dict, policies: list[str], pts: list[str]) -> list[str]:
+    """The issue's goals, computed from the tables; says so where they are not met."""
+    mean = lambda xs: float(np.mean([x for x in xs if x is not None])) if any(  # noqa: E731
+        x is not None for x in xs) else math.nan
+    if exp == "rate":
+        if "adaserve" not in policies or len(policies) < 2:
+            return ["- needs adaserve and at least one baseline"]
+        base = [p for p in policies if p != BASELINES_EXCLUDE]
+        for pt in pts:
+            best = max(base, key=lambda b: mean([v[0] for v in t[b][pt]]))
+            best_att = mean([v[0] for v in t[best][pt]])
+            if best_att < 0.60:
+                ada_att = mean([v[0] for v in t["adaserve"][pt]])
+                best_good = max(mean([v[1] for v in t[b][pt]]) for b in base)
+                ada_good = mean([v[1] for v in t["adaserve"][pt]])
+                ra = ada_att / best_att if best_att > 0 else math.inf
+                rg = ada_good / best_good if best_good > 0 else math.inf
+                return [f"- The best baseline first falls below 60% attainment at rate {pt}: "
+                        f"{best} with {100 * best_att:.1f}%.",
+                        f"- adaserve there: {100 * ada_att:.1f}% attainment = **{ra:.2f}x** the "
+                        f"best baseline's (goal >= 1.5x: {'met' if ra >= 1.5 else 'NOT met'}), "
+                        f"goodput {ada_good:.2f} tok/s = **{rg:.2f}x** the best baseline's "
+                        f"{best_good:.2f} (goal >= 1.3x: {'met' if rg >= 1.3 else 'NOT met'})."]
+        return ["- No baseline fell below 60% attainment at these rates: the sweep does not "
+                "reach the load the goal is stated at."]
+    if exp == "slo-scale":
+        if "0.8" not in pts or "adaserve" not in policies:
+            return ["- needs the 0.8 point and adaserve"]
+        a = mean([v[0] for v in t["adaserve"]["0.8"]])
+        u = mean([v[2].get("urgent") for v in t["adaserve"]["0.8"]])
+        return [f"- adaserve with the urgent SLO at 0.8x baseline latency: {100 * a:.1f}% "
+                f"overall, {100 * u:.1f}% for urgent requests (goal >= 95%: "
+                f"{'met' if a >= 0.95 else 'NOT met'})."]
+    return ["- (no goal is stated for this experiment; see the tables)"]
+
+
+def plots(out: Path, exp: str, runs: list[dict], t: dict, policies: list[str],
+          pts: list[str]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+    x = [float(p) for p in pts]
+    specs = [("attainment", 0, "SLO attainment", True)]
+    if exp == "rate":
+        specs.append(("goodput", 1, "goodput (tokens/s)", False))
+    for fname, k, ylabel, pct in specs:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for pol in policies:
+            ys = [np.mean([v[k] for v in t[pol][p] if v[k] is not None] or [np.nan]) for p in pts]
+            ax.plot(x, [100 * y for y in ys] if pct else ys, marker="o", label=pol,
+                    linewidth=2.4 if pol == "adaserve" else 1.4)
+        ax.set_xlabel(X_LABEL[exp])
+        ax.set_ylabel(ylabel + (" (%)" if pct else ""))
+        if pct:
+            ax.set_ylim(0, 105)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        name = f"{fname}_vs_{exp.replace('-', '_')}.png"
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        names.append(name)
+    # TPOT CDF per class with the SLO lines, at the heaviest point, one panel per policy
+    pt = pts[-1] if exp == "rate" else pts[len(pts) // 2]
+    fig, axes = plt.subplots(1, len(policies), figsize=(3.2 * len(policies), 3.2), sharey=True,
+                             squeeze=False)
+    for ax, pol in zip(axes[0], policies):
+        run = next((r for r in runs if r["policy"] == pol and r["point"] == pt), None)
+        if run is None:
+            continue
+        recs = read_jsonl(out / "raw" / run["dir"] / "records.jsonl")
+        by = defaultdict(list)
+        for r in recs:
+            if r.tpot_ms is not None:
+                by[r.slo_class].append((r.tpot_ms, r.slo_ms))
+        for i, (cls, vals) in enumerate(sorted(by.items())):
+            v = np.sort([a for a, _ in vals])
+            color = f"C{i}"
+            ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=color, label=cls)
+            if vals[0][1] is not None:
+                ax.axvline(vals[0][1], color=color, linestyle="--", linewidth=1)
+        ax.set_title(pol, fontsize=9)
+        ax.set_xlabel("TPOT (ms)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("CDF")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"TPOT per class at {X_LABEL[exp]} = {pt} (dashed: the class SLO)", fontsize=9)
+    fig.tight_layout()
+    name = f"tpot_cdf_{exp.replace('-', '_')}.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    names.append(name)
+    return names

@@ -1,0 +1,50 @@
+"""The bench result page from hand-made runs: tables, goals computed from the data, plots."""
+
+from __future__ import annotations
+
+from adaserve.loadgen.records import Record, write_jsonl
+from adaserve.loadgen.report import goals, write_report, _table
+
+
+def _run(tmp_path, policy, point, att, good, urgent_att):
+    rows = [{"slo_class": "urgent", "attainment": urgent_att},
+            {"slo_class": "overall", "attainment": att, "goodput_tok_s": good}]
+    d = f"{policy}-{point}-s0"
+    recs = [Record(i, "urgent", 100.0, 0.0, 0.0, "ok", 0.1, 0.1 + 0.01 * i * 9, 1.0, 10)
+            for i in range(1, 6)]
+    write_jsonl(recs, tmp_path / "raw" / d / "records.jsonl")
+    return {"policy": policy, "point": point, "seed": 0, "dir": d,
+            "server": {"model": "m", "draft": "d", "budget": 16, "baseline_latency_ms": 100.0,
+                       "slo_classes": [{"name": "urgent", "tpot_ms": 100.0}]},
+            "summary": {"rows": rows}}
+
+
+def test_rate_goal_is_read_at_the_first_load_where_the_best_baseline_drops(tmp_path):
+    data = {  # policy: [(attainment, goodput)] at rates 0.5, 1.0, 2.0
+        "adaserve": [(0.99, 10.0), (0.90, 16.0), (0.5, 9.0)],
+        "incremental": [(0.98, 9.0), (0.55, 12.0), (0.2, 4.0)],
+        "global-greedy": [(0.97, 9.5), (0.50, 11.0), (0.3, 5.0)],
+    }
+    runs = [_run(tmp_path, pol, pt, a, g, a) for pol, vals in data.items()
+            for pt, (a, g) in zip(("0.5", "1.0", "2.0"), vals)]
+    t = _table(runs)
+    text = " ".join(goals("rate", t, list(data), ["0.5", "1.0", "2.0"]))
+    assert "rate 1.0" in text and "incremental with 55.0%" in text
+    assert "**1.64x**" in text and "goal >= 1.5x: met" in text  # 0.90 / 0.55
+    assert "**1.33x**" in text and "goal >= 1.3x: met" in text  # 16 / 12
+    meta = {"experiment": "rate", "command": "adaserve bench", "machine": "m", "date": "d",
+            "wall_minutes": 1.0, "requests_per_point": 5, "repeats": 1, "mix": "urgent=1",
+            "prompts": "short"}
+    write_report(tmp_path, meta, runs)
+    md = (tmp_path / "summary.md").read_text()
+    assert "| 1.0 | 90.0% | 55.0% | 50.0% |" in md
+    for png in ("attainment_vs_rate.png", "goodput_vs_rate.png", "tpot_cdf_rate.png"):
+        assert (tmp_path / png).stat().st_size > 5000 and f"]({png})" in md
+
+
+def test_goals_say_when_they_are_not_met_or_not_reached(tmp_path):
+    runs = [_run(tmp_path, "adaserve", "0.8", 0.9, 5.0, 0.8),
+            _run(tmp_path, "incremental", "0.8", 0.95, 5.0, 0.9)]
+    t = _table(runs)
+    assert "NOT met" in goals("slo-scale", t, ["adaserve", "incremental"], ["0.8"])[0]
+    assert "does not reach" in goals("rate", t, ["adaserve", "incremental"], ["0.8"])[0]
