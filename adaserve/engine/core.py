@@ -100,7 +100,8 @@ class EngineCore:
         if request_id in self.by_id:
             raise ValueError(f"request id {request_id!r} is already in use")
         self.check(prompt_ids, params, len(self.waiting))
-        seed = params.seed if params.seed is not None else random.getrandbits(63)
+        # any int seeds (negative or huge ones too): the sampler keys on it as a uint64
+        seed = params.seed % (1 << 64) if params.seed is not None else random.getrandbits(63)
         r = Request(request_id, list(prompt_ids), params, slo or self.default_slo, seed)
         self.waiting.append(r)
         self.by_id[request_id] = r

@@ -42,8 +42,9 @@ class SamplingParams:
         p = self.top_p
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
             raise bad("top_p", "must be in (0, 1]")
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise bad("top_k", "must be an integer >= 0")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) \
+                or not 0 <= self.top_k < 1 << 31:
+            raise bad("top_k", "must be an integer in [0, 2^31)")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise bad("seed", "must be an integer")
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
@@ -87,7 +88,9 @@ def target_tokens(logits: torch.Tensor, rp: RowParams) -> torch.Tensor:
     rows = torch.nonzero(rp.temperature > 0).flatten()
     if rows.numel() == 0:
         return out
-    z = logits[rows].double() / rp.temperature[rows, None].double()  # [r, V]
+    # below 1e-3 a temperature is greedy in all but name; dividing by 5e-324 would give
+    # infinities and NaN probabilities, so it is floored there
+    z = logits[rows].double() / rp.temperature[rows, None].double().clamp(min=1e-3)  # [r, V]
     k = rp.top_k[rows]
     if bool((k > 0).any()):
         kmax = int(k.max().clamp(max=z.shape[-1]))

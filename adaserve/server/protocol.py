@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 Temperature = Annotated[float, Field(strict=True, ge=0.0, le=2.0)]
 TopP = Annotated[float, Field(strict=True, gt=0.0, le=1.0)]
-TopK = Annotated[StrictInt, Field(ge=-1)]  # -1 and 0: off (SGLang uses -1, we use 0)
+TopK = Annotated[StrictInt, Field(ge=-1, lt=1 << 31)]  # -1 and 0: off (SGLang: -1, us: 0)
 PositiveInt = Annotated[StrictInt, Field(ge=1)]
 
 

@@ -87,7 +87,8 @@ def _tpot_ms(value: object, param: str, header: bool = False) -> float:
                            param) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SLOError(f"{param} must be a number of milliseconds, got {value!r}", param)
-    if not (math.isfinite(value) and value > 0):
+    # the bound is on seconds: 5e-324 ms is > 0 but 0.0 s once divided (found by the fuzzer)
+    if not (math.isfinite(value) and value / 1e3 > 0):
         raise SLOError(f"{param} must be finite and > 0 milliseconds, got {value!r}", param)
     return float(value)
 

@@ -22,6 +22,8 @@ BODY_CASES = [
     ("slo-string", CHAT, _with(slo={"tpot_ms": "fast"}), {}, 400, "slo.tpot_ms"),
     ("slo-negative", CHAT, _with(slo={"tpot_ms": -5}), {}, 400, "slo.tpot_ms"),
     ("slo-zero", CHAT, _with(slo={"tpot_ms": 0}), {}, 400, "slo.tpot_ms"),
+    ("slo-denormal", CHAT, _with(slo={"tpot_ms": 5e-324}), {}, 400, "slo.tpot_ms"),
+    ("hdr-denormal", CHAT, GOOD, {"X-SLO-TPOT-MS": "5e-324"}, 400, "X-SLO-TPOT-MS"),
     ("slo-nan", CHAT, b'{"messages":[{"role":"user","content":"Hi"}],"slo":{"tpot_ms":NaN}}',
      {}, 400, "slo.tpot_ms"),
     ("slo-inf", CHAT, b'{"messages":[{"role":"user","content":"Hi"}],'
@@ -84,6 +86,18 @@ def test_bad_request_gets_clear_error_and_server_serves_on(live, case):
         if param is not None:
             assert err["param"] == param, err
         assert c.get("/health").status_code == 200
+    assert live.pool_whole()
+
+
+def test_odd_but_valid_sampling_values_are_served(live):
+    """Values at the edges that once could crash the engine thread (and with it every
+    running request): a tiny temperature, a negative or huge seed."""
+    with live.client() as c:
+        for extra in ({"temperature": 5e-324}, {"temperature": 1e-7, "seed": -5},
+                      {"seed": 10 ** 30, "temperature": 1.0}, {"top_k": (1 << 31) - 1}):
+            r = c.post(CHAT, json=_with(**extra))
+            assert r.status_code == 200, (extra, r.text)
+        assert c.post(CHAT, json=_with(top_k=1 << 31)).status_code == 400
     assert live.pool_whole()
 
 
