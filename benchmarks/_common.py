@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,3 +48,20 @@ def machine() -> str:
     except OSError:
         pass
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
+
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+def commit() -> str:
+    """The short hash of HEAD ("" outside a git checkout)."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def write_results(name: str, text: str, data: dict) -> None:
+    """Print a benchmark's table and keep it: results/<name>.md and results/<name>.json."""
+    print(text)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.md").write_text(text)
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2))

@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import Timer, machine
+from _common import Timer, commit, machine
 
 from adaserve.distill.pipeline import DistillConfig, answers, teacher_stage
 from adaserve.distill.prompts import phase1, phase2
@@ -202,8 +201,7 @@ def main() -> int:
         "command": "python " + " ".join(sys.argv), "machine": machine(),
         "torch": torch.__version__, "threads": torch.get_num_threads(),
         "date": dt.date.today().isoformat(),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                 text=True).stdout.strip(),
+        "commit": commit(),
         "draft": args.draft, "quality": q, "cost": cost, "engine": eng,
         "engine_prompts": len(prompts), "new_tokens": args.new_tokens,
     }

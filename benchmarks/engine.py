@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import resource
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
-from _common import machine
+from _common import commit, machine, write_results
 
 from adaserve.engine import EngineConfig, SamplingParams
 from adaserve.engine.core import EngineCore
@@ -171,8 +168,7 @@ def main() -> int:
     result = {
         "command": "python " + " ".join(sys.argv), "machine": machine(),
         "torch": torch.__version__, "date": dt.date.today().isoformat(),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                 text=True).stdout.strip(),
+        "commit": commit(),
         "new_tokens": new, "rounds": args.rounds, "draft": args.draft,
         "profile": None if prof is None else {"date": prof.date, "knee_found": prof.knee_found,
                                               "draft_priced": prof.draft_model is not None},
@@ -219,10 +215,7 @@ def write(res: dict) -> None:
     lines += ["", f"Peak resident memory of the benchmark process (engine + transformers model "
                   f"loaded, after batch 32): {res['peak_rss_mb']:.0f} MB", ""]
     text = "\n".join(lines)
-    print(text)
-    out = Path(__file__).resolve().parent.parent / "results"
-    (out / "engine.md").write_text(text)
-    (out / "engine.json").write_text(json.dumps(res, indent=2))
+    write_results("engine", text, res)
 
 
 def _profile_line(p: dict | None) -> str:

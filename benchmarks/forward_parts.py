@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from _common import Timer, machine
+from _common import Timer, machine, write_results
 
 from adaserve.engine import EngineConfig
 from adaserve.engine.loader import load_models
@@ -78,10 +76,7 @@ def main() -> int:
              f"medians of interleaved rounds", "", "| part | scope | ms |", "|---|---|---:|"]
     lines += [f"| {c['part']} | {c['scope']} | {c['ms']:.1f} |" for c in res["cells"]]
     text = "\n".join(lines) + "\n"
-    print(text)
-    out = Path(__file__).resolve().parent.parent / "results"
-    (out / "forward_parts.md").write_text(text)
-    (out / "forward_parts.json").write_text(json.dumps(res, indent=2))
+    write_results("forward_parts", text, res)
     return 0
 
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from _common import Timer, machine
+from _common import Timer, commit, machine
 
 H, HKV, D, SLOTS, SLOT_LEN, BLOCK = 9, 3, 64, 64, 1024, 16
 CASES = [(1, 256, 1), (8, 256, 1), (32, 256, 1), (8, 256, 16), (32, 512, 4)]  # n, T, Q
@@ -74,10 +73,9 @@ def main() -> int:
     print(text)
     out = Path(__file__).resolve().parent.parent / "results"
     (out / "kv_layout.md").write_text(text)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    head = commit()
     (out / "kv_layout.json").write_text(json.dumps(
-        {"command": f"python {' '.join(sys.argv)}", "machine": machine(), "commit": commit,
+        {"command": f"python {' '.join(sys.argv)}", "machine": machine(), "commit": head,
          "date": dt.date.today().isoformat(), "rows": rows}, indent=2))
     return 0
 

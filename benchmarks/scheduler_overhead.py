@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from _common import Timer, machine
+from _common import Timer, commit, machine
 
 from adaserve.scheduler import (
     SLO,
@@ -118,8 +117,7 @@ def main() -> int:
 def write(rows: list[dict], scaling: list[dict], args: argparse.Namespace) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     date = dt.date.today().isoformat()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "uncommitted"
+    head = commit() or "uncommitted"
     cmd = "python " + " ".join(sys.argv)
     # Scaling: log-log slope of time against N over the upper half of the sweep, where the
     # fixed per-call overhead no longer dominates. N log N over that range is ~1.1.
@@ -134,7 +132,7 @@ def write(rows: list[dict], scaling: list[dict], args: argparse.Namespace) -> No
         f"- command: `{cmd}` (median of {args.repeats} runs per cell, sampled in interleaved "
         "rounds across all cells)",
         f"- machine: {machine()}",
-        f"- date: {date}, commit {commit}",
+        f"- date: {date}, commit {head}",
         f"- candidate trees: d = {DEPTH}, w = {WIDTH} (1 + d*w = {1 + DEPTH * WIDTH} nodes per "
         "request), beam-shaped, SLO mix 12.5/30/100 ms/best-effort with requests ahead of and "
         "behind their SLO",
@@ -174,7 +172,7 @@ def write(rows: list[dict], scaling: list[dict], args: argparse.Namespace) -> No
     lines += ["", "![time vs candidate nodes](scheduler_overhead.png)", ""]
     (args.out / "scheduler_overhead.md").write_text("\n".join(lines))
     (args.out / "scheduler_overhead.json").write_text(json.dumps(
-        {"command": cmd, "machine": machine(), "date": date, "commit": commit,
+        {"command": cmd, "machine": machine(), "date": date, "commit": head,
          "depth": DEPTH, "width": WIDTH, "repeats": args.repeats, "rows": rows,
          "scaling": scaling, "loglog_slope": slope, "nlogn_slope": nlogn}, indent=2))
     plot(rows, scaling, args.out / "scheduler_overhead.png")

@@ -14,14 +14,15 @@ import argparse
 import asyncio
 import datetime as dt
 import json
-import socket
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from _common import machine
+from _common import commit, machine, write_results
+
+from adaserve.loadgen.serve_process import ServeProcess
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -60,33 +61,21 @@ def main() -> int:
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
     args = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "adaserve.cli", "serve", "--port", str(port),
-                             "--log-level", "warning"])
-    url = f"http://127.0.0.1:{port}"
+    log = Path(tempfile.mkdtemp()) / "serve.log"
+    server = ServeProcess(["--log-level", "warning"], log)
     try:
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.5)
-        info = httpx.get(f"{url}/server_info").json()
+        info = server.info
         if info["max_batch"] < args.batch:
             raise SystemExit(f"the server holds {info['max_batch']} requests, not {args.batch}: "
                              "raise --kv-cache-mb")
-        idle = _status(proc.pid)
-        sec, tokens, _ = asyncio.run(_load(url, args.batch, args.new_tokens))
-        peak = _status(proc.pid)
+        idle = _status(server.proc.pid)
+        sec, tokens, _ = asyncio.run(_load(server.url, args.batch, args.new_tokens))
+        peak = _status(server.proc.pid)
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        server.stop()
     res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
            "date": dt.date.today().isoformat(),
-           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True).stdout.strip(),
+           "commit": commit(),
            "policy": info["policy"], "draft": info["draft"], "max_batch": info["max_batch"],
            "batch": args.batch, "new_tokens": args.new_tokens, "idle_rss_mib": idle["VmRSS"],
            "peak_rss_mib": peak["VmHWM"], "seconds": sec, "tokens": tokens}
@@ -102,11 +91,7 @@ def main() -> int:
              f"| peak (VmHWM) over the batch-{args.batch} load | {res['peak_rss_mib']} |", "",
              f"The load took {sec:.1f} s for {tokens} output tokens ({tokens / sec:.1f} tok/s).",
              ""]
-    text = "\n".join(lines)
-    print(text)
-    out = Path(__file__).resolve().parent.parent / "results"
-    (out / "server_memory.md").write_text(text)
-    (out / "server_memory.json").write_text(json.dumps(res, indent=2))
+    write_results("server_memory", "\n".join(lines), res)
     return 0
 
 

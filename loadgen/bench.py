@@ -16,10 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import platform
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +25,8 @@ from pathlib import Path
 
 import httpx
 
+from adaserve.loadgen.run import machine
+from adaserve.loadgen.serve_process import ServeProcess
 from adaserve.loadgen.workload import DEFAULT_MIX
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
@@ -74,56 +73,27 @@ def points(args: argparse.Namespace) -> list[Point]:
     return [Point(s, args.rate, -1.0, float(s)) for s in args.scales.split(",")]
 
 
-class Server:
-    """`adaserve serve` in its own process on a free port."""
-
-    def __init__(self, policy: str, urgent_scale: float, extra: str, log: Path,
-                 baseline_ms: float | None) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        classes = f"urgent=x{urgent_scale:g},moderate=x2.4,relaxed=x8,best-effort"
-        cmd = [sys.executable, "-m", "adaserve.cli", "serve", "--policy", policy, "--port",
-               str(self.port), "--slo-classes", classes, "--log-level", "warning",
-               *shlex.split(extra)]
-        if baseline_ms is not None:
-            cmd += ["--baseline-ms", repr(baseline_ms)]
-        self.log = open(log, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"adaserve serve exited; see {log}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"adaserve serve did not come up; see {log}")
-            time.sleep(0.5)
-        self.info = httpx.get(f"{self.url}/server_info").json()
-
-    def warm(self) -> None:
-        """A few requests so first-use costs (allocations, the latency calibration) are
-        not charged to the first load point."""
-        with httpx.Client(base_url=self.url, timeout=300) as c:
-            for i in range(3):
-                c.post("/v1/chat/completions", json={
-                    "messages": [{"role": "user", "content": f"Warm-up {i}: say hi."}],
-                    "max_tokens": 16})
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
+def start_server(policy: str, urgent_scale: float, extra: str, log: Path,
+                 baseline_ms: float | None) -> ServeProcess:
+    classes = f"urgent=x{urgent_scale:g},moderate=x2.4,relaxed=x8,best-effort"
+    flags = ["--policy", policy, "--slo-classes", classes, "--log-level", "warning",
+             *shlex.split(extra)]
+    if baseline_ms is not None:
+        flags += ["--baseline-ms", repr(baseline_ms)]
+    return ServeProcess(flags, log)
 
 
-def run_point(args, server: Server, point: Point, seed: int, out: Path) -> dict:
+def warm(server: ServeProcess) -> None:
+    """A few requests so first-use costs (allocations, the latency calibration) are not
+    charged to the first load point."""
+    with httpx.Client(base_url=server.url, timeout=300) as c:
+        for i in range(3):
+            c.post("/v1/chat/completions", json={
+                "messages": [{"role": "user", "content": f"Warm-up {i}: say hi."}],
+                "max_tokens": 16})
+
+
+def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path) -> dict:
     cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", server.url,
            "--rate", str(point.rate), "--requests", str(args.requests), "--mix", args.mix,
            "--urgent", str(point.urgent), "--prompts", args.prompts, "--max-tokens",
@@ -148,11 +118,11 @@ def main(args: argparse.Namespace) -> int:
         # one server per policy, unless the urgent SLO itself changes between points
         groups = [[p] for p in pts] if args.experiment == "slo-scale" else [pts]
         for group in groups:
-            server = Server(policy, group[0].urgent_scale, args.serve_args,
-                            raw / f"serve-{policy}-{group[0].label}.log", baseline)
+            server = start_server(policy, group[0].urgent_scale, args.serve_args,
+                                  raw / f"serve-{policy}-{group[0].label}.log", baseline)
             baseline = server.info["baseline_latency_ms"]
             try:
-                server.warm()
+                warm(server)
                 for point in group:
                     for rep in range(args.repeats):
                         seed = args.seed + rep
@@ -170,8 +140,7 @@ def main(args: argparse.Namespace) -> int:
             finally:
                 server.stop()
     meta = {"command": "adaserve bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
-            "machine": f"{platform.node()}, {platform.processor() or platform.machine()}, "
-                       f"{os.cpu_count()} cores, Python {platform.python_version()}",
+            "machine": machine(),
             "date": dt.datetime.now().isoformat(timespec="seconds"),
             "wall_minutes": (time.time() - t_start) / 60,
             "experiment": args.experiment, "requests_per_point": args.requests,

@@ -23,38 +23,19 @@ import requests
 from locust import HttpUser, constant, events, task
 
 from adaserve.loadgen.arrivals import Arrival, gamma_times, read_trace, schedule
+from adaserve.loadgen.options import add_traffic_args
 from adaserve.loadgen.records import Record, write_jsonl
-from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, ClassMix, prompt_set
+from adaserve.loadgen.workload import ClassMix, prompt_set
 
 
 @events.init_command_line_parser.add_listener
 def _options(parser) -> None:
-    g = parser  # Locust's own parser: only its add_argument knows include_in_web_ui
-    g.add_argument("--arrival", choices=["poisson", "gamma", "trace"], default="poisson",
-                   include_in_web_ui=True, help="arrival process")
-    g.add_argument("--rate", type=float, default=1.0, include_in_web_ui=True,
-                   help="requests per second (poisson, gamma)")
-    g.add_argument("--cv", type=float, default=2.0, include_in_web_ui=True,
-                   help="coefficient of variation of gamma gaps (> 1: bursty)")
-    g.add_argument("--trace", default="", include_in_web_ui=True,
-                   help="Azure LLM trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens)")
-    g.add_argument("--time-scale", type=float, default=1.0, include_in_web_ui=True,
-                   help="multiplies trace gaps (0.5: twice as fast)")
-    g.add_argument("--requests", type=int, default=50, include_in_web_ui=True,
-                   help="requests in the run")
-    g.add_argument("--mix", default=DEFAULT_MIX, include_in_web_ui=True,
-                   help="SLO class weights, name=weight,...")
-    g.add_argument("--urgent", type=float, default=-1.0, include_in_web_ui=True,
-                   help="urgent proportion in [0, 1] (overrides the mix's; -1: keep it)")
-    g.add_argument("--prompts", choices=list(PROMPT_SETS), default="mixed",
-                   include_in_web_ui=True, help="short, long or mixed prompt set")
-    g.add_argument("--max-tokens", type=int, default=0, include_in_web_ui=True,
-                   help="output tokens per request (0: the prompt set's, or the trace's)")
-    g.add_argument("--seed", type=int, default=0, include_in_web_ui=True)
-    g.add_argument("--records", default="loadgen-records.jsonl", include_in_web_ui=True,
-                   help="where the per-request JSONL goes")
-    g.add_argument("--class-tpot-ms", default="", include_in_web_ui=False,
-                   help="name=ms,... the server's class SLOs (default: read /server_info)")
+    # Locust's own parser: only its add_argument knows include_in_web_ui
+    add_traffic_args(parser, include_in_web_ui=True)
+    parser.add_argument("--records", default="loadgen-records.jsonl", include_in_web_ui=True,
+                        help="where the per-request JSONL goes")
+    parser.add_argument("--class-tpot-ms", default="", include_in_web_ui=False,
+                        help="name=ms,... the server's class SLOs (default: read /server_info)")
 
 
 def build_plan(opts) -> list[Arrival]:

@@ -20,24 +20,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from adaserve.loadgen.records import read_jsonl, summarize, summary_table
-from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
+from adaserve.loadgen.options import add_traffic_args, traffic_argv
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="http://127.0.0.1:8000", help="the server's base URL")
-    p.add_argument("--arrival", choices=["poisson", "gamma", "trace"], default="poisson")
-    p.add_argument("--rate", type=float, default=1.0, help="requests per second")
-    p.add_argument("--cv", type=float, default=2.0, help="gamma gaps' coefficient of variation")
-    p.add_argument("--trace", default="", help="Azure LLM trace CSV for --arrival trace")
-    p.add_argument("--time-scale", type=float, default=1.0, help="multiplies trace gaps")
-    p.add_argument("--requests", type=int, default=50)
-    p.add_argument("--mix", default=DEFAULT_MIX, help="SLO class weights")
-    p.add_argument("--urgent", type=float, default=-1.0, help="urgent proportion (overrides)")
-    p.add_argument("--prompts", choices=list(PROMPT_SETS), default="mixed")
-    p.add_argument("--max-tokens", type=int, default=0, help="0: the prompt set's")
-    p.add_argument("--seed", type=int, default=0)
+    add_traffic_args(p)
     p.add_argument("--ttft-slo-ms", type=float, default=5000.0,
                    help="TTFT SLO of the TTFT+TPOT attainment variant")
     p.add_argument("--out", type=Path, default=Path("loadgen-out"))
@@ -46,13 +36,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def locust_command(args: argparse.Namespace) -> list[str]:
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", args.host,
-           "--arrival", args.arrival, "--rate", str(args.rate), "--cv", str(args.cv),
-           "--time-scale", str(args.time_scale), "--requests", str(args.requests),
-           "--mix", args.mix, "--urgent", str(args.urgent), "--prompts", args.prompts,
-           "--max-tokens", str(args.max_tokens), "--seed", str(args.seed),
-           "--records", str(args.out / "records.jsonl")]
-    if args.trace:
-        cmd += ["--trace", args.trace]
+           *traffic_argv(args), "--records", str(args.out / "records.jsonl")]
     if not args.web:
         # a missed SLO or a refused request is a result, not a failed run: exit 0 for them
         cmd += ["--headless", "-u", "1", "-r", "1", "--only-summary", "--exit-code-on-error",
@@ -79,8 +63,7 @@ def main(args: argparse.Namespace) -> int:
     except Exception:  # the summary is still worth writing without it
         info = None
     meta = {"command": "adaserve loadgen " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
-            "machine": f"{platform.node()}, {platform.processor() or platform.machine()}, "
-                       f"{os.cpu_count()} cores, Python {platform.python_version()}",
+            "machine": machine(),
             "date": dt.datetime.now().isoformat(timespec="seconds"),
             "server": info, "requests": len(records), "ttft_slo_ms": args.ttft_slo_ms}
     (args.out / "summary.json").write_text(json.dumps(
@@ -101,6 +84,12 @@ def main(args: argparse.Namespace) -> int:
     (args.out / "summary.md").write_text(text)
     print(text)
     return rc
+
+
+def machine() -> str:
+    """This machine in one line, for result pages."""
+    return (f"{platform.node()}, {platform.processor() or platform.machine()}, "
+            f"{os.cpu_count()} cores, Python {platform.python_version()}")
 
 
 def _server_line(info: dict | None) -> str:

@@ -9,9 +9,10 @@ A request whose client goes away is aborted: its KV is freed at the next iterati
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +46,7 @@ class ServerSettings:
     extra_info: dict = field(default_factory=dict)  # shown on /server_info
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Job:
     """One admitted request, as the handlers see it."""
 
@@ -53,6 +54,7 @@ class _Job:
     slo_class: str
     prompt_tokens: int
     queue: asyncio.Queue
+    done: bool = False  # its finished output was read
 
 
 def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
@@ -134,14 +136,26 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
         return _Job(rid, slo_class, len(ids), q)
 
     async def next_output(job: _Job, request: Request) -> Output | None:
-        """The job's next output; None once the client has gone (the job is aborted)."""
+        """The job's next output; None once the client has gone."""
         while True:
             try:
-                return await asyncio.wait_for(job.queue.get(), timeout=0.25)
+                out = await asyncio.wait_for(job.queue.get(), timeout=0.25)
             except asyncio.TimeoutError:
                 if await request.is_disconnected():
-                    engine.abort(job.rid)
                     return None
+                continue
+            job.done = out.finished
+            return out
+
+    @contextlib.contextmanager
+    def aborted_unless_done(job: _Job) -> Iterator[None]:
+        """Whatever ends a handler or stream before the job finished (the client left, the
+        server stops, an error), the engine aborts the job and frees its KV."""
+        try:
+            yield
+        finally:
+            if not job.done:
+                engine.abort(job.rid)
 
     def finished(job: _Job, out: Output) -> dict:
         """Record a finished request; its SLO report (DESIGN.md: every response)."""
@@ -206,20 +220,20 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
 
     async def collect(job: _Job, request: Request) -> tuple[str, Output]:
         parts = []
-        while True:
-            out = await next_output(job, request)
-            if out is None:  # the client left; nobody reads this answer
-                raise APIError(499, "client closed the request")
-            parts.append(out.text)
-            if out.finished:
-                if out.finish_reason == "error":
-                    raise APIError(500, f"generation failed: {out.error}")
-                return "".join(parts), out
+        with aborted_unless_done(job):
+            while True:
+                out = await next_output(job, request)
+                if out is None:  # the client left; nobody reads this answer
+                    raise APIError(499, "client closed the request")
+                parts.append(out.text)
+                if out.finished:
+                    if out.finish_reason == "error":
+                        raise APIError(500, f"generation failed: {out.error}")
+                    return "".join(parts), out
 
     async def stream_openai(job: _Job, request: Request, chunk, first: dict | None,
                             delta) -> AsyncIterator[str]:
-        done = False
-        try:
+        with aborted_unless_done(job):
             if first is not None:
                 yield _event(chunk(first, None))
             while True:
@@ -229,7 +243,6 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
                 if out.text:
                     yield _event(chunk(delta(out.text), None))
                 if out.finished:
-                    done = True
                     if out.finish_reason == "error":
                         yield _event(errors.error_body(500, f"generation failed: {out.error}"))
                     else:
@@ -239,9 +252,6 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
                         yield _event(final)
                     yield "data: [DONE]\n\n"
                     return
-        finally:
-            if not done:  # the client went away mid-stream (or the server is stopping)
-                engine.abort(job.rid)
 
     # ---- SGLang-native ------------------------------------------------------------------
 
@@ -270,8 +280,8 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
             return JSONResponse({"text": text, "meta_info": meta(last, n)})
 
         async def events() -> AsyncIterator[str]:
-            text, n, done = "", 0, False
-            try:
+            text, n = "", 0
+            with aborted_unless_done(job):
                 while True:
                     out = await next_output(job, request)
                     if out is None:
@@ -279,19 +289,14 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
                     text += out.text
                     n += len(out.token_ids)
                     if out.finished and out.finish_reason == "error":
-                        done = True
                         yield _event(errors.error_body(500, f"generation failed: {out.error}"))
                         yield "data: [DONE]\n\n"
                         return
                     if out.text or out.finished:  # SGLang streams the text so far
                         yield _event({"text": text, "meta_info": meta(out, n)})
                     if out.finished:
-                        done = True
                         yield "data: [DONE]\n\n"
                         return
-            finally:
-                if not done:
-                    engine.abort(job.rid)
 
         return _sse(events())
 

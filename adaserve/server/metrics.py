@@ -111,11 +111,6 @@ class ServerMetrics:
                 self.attainment.labels(slo_class).set(sum(w) / len(w))
         return f
 
-    def idle(self, waiting: int) -> None:
-        """The engine has nothing running: gauges that only iterations update go to 0."""
-        self.running.set(0)
-        self.waiting.set(waiting)
-
     # ---- readers ------------------------------------------------------------------------
 
     def exposition(self) -> bytes:

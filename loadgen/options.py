@@ -1,0 +1,44 @@
+"""The traffic options, declared once: `adaserve loadgen` parses them and hands them on to
+the Locust file, which declares the same table to Locust (and its web UI)."""
+
+from __future__ import annotations
+
+import argparse
+
+from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
+
+TRAFFIC: tuple[tuple[str, dict], ...] = (
+    ("--arrival", dict(choices=["poisson", "gamma", "trace"], default="poisson",
+                       help="arrival process")),
+    ("--rate", dict(type=float, default=1.0, help="requests per second (poisson, gamma)")),
+    ("--cv", dict(type=float, default=2.0,
+                  help="coefficient of variation of gamma gaps (> 1: bursty)")),
+    ("--trace", dict(default="",
+                     help="Azure LLM trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens)")),
+    ("--time-scale", dict(type=float, default=1.0,
+                          help="multiplies trace gaps (0.5: twice as fast)")),
+    ("--requests", dict(type=int, default=50, help="requests in the run")),
+    ("--mix", dict(default=DEFAULT_MIX, help="SLO class weights, name=weight,...")),
+    ("--urgent", dict(type=float, default=-1.0,
+                      help="urgent proportion in [0, 1] (overrides the mix's; -1: keep it)")),
+    ("--prompts", dict(choices=list(PROMPT_SETS), default="mixed",
+                       help="short, long or mixed prompt set")),
+    ("--max-tokens", dict(type=int, default=0,
+                          help="output tokens per request (0: the prompt set's, or the "
+                               "trace's)")),
+    ("--seed", dict(type=int, default=0)),
+)
+
+
+def add_traffic_args(parser, **extra) -> None:
+    """Declare the table on an argparse (or Locust) parser; ``extra`` goes to every flag."""
+    for flag, kw in TRAFFIC:
+        parser.add_argument(flag, **kw, **extra)
+
+
+def traffic_argv(args: argparse.Namespace) -> list[str]:
+    """The parsed values as command-line flags again, for the Locust process."""
+    out = []
+    for flag, _ in TRAFFIC:
+        out += [flag, str(getattr(args, flag[2:].replace("-", "_")))]
+    return out
