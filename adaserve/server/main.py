@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +26,8 @@ class Built:
 
 
 def build(args: argparse.Namespace) -> Built:
-    """Load the models, find the baseline, validate the SLO classes, start the engine."""
+    """Load the models, find the baseline, validate the SLO classes, make the engine (its
+    loop is not started: ``main`` runs it on the main thread)."""
     policy = args.policy or ("adaserve" if names_a_draft(args.model, args.draft) else "incremental")
     cfg = EngineConfig(model=args.model, draft=args.draft, policy=policy, budget=args.budget,
                        max_depth=args.max_depth, max_width=args.max_width,
@@ -44,7 +47,7 @@ def build(args: argparse.Namespace) -> Built:
     classes = parse_classes(args.slo_classes, baseline)
     if args.default_class not in classes:
         raise ValueError(f"--default-class {args.default_class!r} is not one of {', '.join(classes)}")
-    engine = Engine(cfg, models=models, profile=profile)
+    engine = Engine(cfg, models=models, profile=profile, start=False)  # main() runs it
     name = args.served_model_name or Path(args.model).name
     settings = ServerSettings(model_name=name, classes=classes, default_class=args.default_class,
                               baseline_ms=baseline, max_body_bytes=args.max_body_bytes)
@@ -52,8 +55,6 @@ def build(args: argparse.Namespace) -> Built:
 
 
 def main(args: argparse.Namespace) -> int:
-    import uvicorn
-
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     built = build(args)
     app = create_app(built.engine, built.settings)
@@ -62,8 +63,44 @@ def main(args: argparse.Namespace) -> int:
              s.model_name, built.engine.config.policy, args.host, args.port,
              ", ".join(f"{c.name}={'best effort' if c.tpot_ms is None else f'{c.tpot_ms:.1f} ms'}"
                        for c in s.classes.values()))
+    return serve(built.engine, app, args.host, args.port, args.log_level.lower())
+
+
+def serve(engine: Engine, app, host: str, port: int, log_level: str) -> int:
+    """uvicorn on a second thread, the engine loop on this (the main) one.
+
+    The engine gets the main thread because torch's CPU ops run ~2x slower from any other
+    thread here (Engine.run). uvicorn installs no signal handlers off the main thread, so
+    SIGINT/SIGTERM are caught here and only ask it to exit (a handler must not take the
+    engine's lock, which the loop may hold); its graceful shutdown finishes open requests
+    with the engine still running, then closes the engine, which ends the loop.
+    """
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+    failed: list[BaseException] = []
+
+    def http() -> None:
+        try:
+            server.run()
+        except BaseException as e:  # e.g. the port is taken: stop the engine, report it
+            failed.append(e)
+        finally:
+            engine.close()
+
+    def on_signal(sig, frame) -> None:
+        server.force_exit = server.should_exit  # a second Ctrl-C: stop waiting
+        server.should_exit = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    thread = threading.Thread(target=http, name="adaserve-http", daemon=True)
+    thread.start()
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
-    finally:
-        built.engine.close()
-    return 0
+        engine.run()
+    finally:  # the loop ended (closed, or broken): the HTTP side must not outlive it
+        server.should_exit = True
+        thread.join(timeout=60)
+    if failed:
+        raise failed[0]
+    return 0 if server.started else 1
