@@ -1,0 +1,51 @@
+"""The SGLang plugin: ``--speculative-algorithm ADASERVE`` with a separate draft model.
+
+SGLang calls ``register()`` in every process it spawns (entry point group
+``sglang.srt.plugins``, see pyproject.toml). It registers ADASERVE in SGLang's
+speculative-algorithm registry as a standalone-draft algorithm whose worker is SGLang's
+``StandaloneWorkerV2`` with AdaServe's selection in the draft worker.
+
+Status (see README "SGLang"): registration, the selection seam (``select.organize``) and
+the unlinking (``links``) are tested on CPU against the installed sglang 0.5.23; the
+worker's iteration wiring has not yet run on a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("adaserve.sglang")
+
+ALGORITHM = "ADASERVE"
+SGLANG_VERSION = "0.5.23"
+ORGANIZE = "sglang.srt.speculative.eagle_utils.organize_draft_results"
+
+_registered = False
+
+
+def register() -> None:
+    """Entry point: make ADASERVE resolvable by ``SpeculativeAlgorithm.from_string``.
+    Idempotent (SGLang may load plugins more than once per process)."""
+    global _registered
+    if _registered:
+        return
+    from importlib.metadata import version
+
+    installed = version("sglang")
+    if installed != SGLANG_VERSION:
+        # a silent half-integration is worse than none: say so and stay out
+        log.error("adaserve's SGLang plugin targets sglang %s, found %s: ADASERVE not "
+                  "registered", SGLANG_VERSION, installed)
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    from adaserve.sglang.spec import AdaServeSpec, worker_class
+    from adaserve.sglang.worker import organize_hook  # imports SGLang's EAGLE workers
+
+    SpeculativeAlgorithm.register(ALGORITHM, supports_overlap=True,
+                                  spec_class=AdaServeSpec)(worker_class)
+    # applied by load_plugins() after every plugin ran, also to the workers' own
+    # `from eagle_utils import organize_draft_results` bindings
+    HookRegistry.register(ORGANIZE, organize_hook, HookType.AROUND)
+    _registered = True

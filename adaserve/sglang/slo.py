@@ -1,0 +1,26 @@
+"""A request's TPOT SLO inside SGLang: ``custom_params`` carries it from HTTP to the
+scheduler unchanged (``tpot_slo_ms`` or ``slo_class``), resolved by the same rules and
+errors as the embedded server (``adaserve.server.slo_classes``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from adaserve.scheduler import SLO
+from adaserve.server.slo_classes import SLOClass, SLOError, resolve
+
+FIELDS = {"tpot_slo_ms": "tpot_ms", "slo_class": "class"}
+
+
+def request_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass],
+                default_class: str, headers: Mapping[str, str] | None = None) -> tuple[str, SLO]:
+    """(class label, SLO): custom_params first, then the X-SLO-* headers, then the default
+    class. SLOError (a 400 at the HTTP layer) for a bad value or an unknown class."""
+    body = None
+    if custom_params is not None:
+        if not isinstance(custom_params, Mapping):
+            raise SLOError("custom_params must be an object", "custom_params")
+        given = {ours: custom_params[theirs] for theirs, ours in FIELDS.items()
+                 if custom_params.get(theirs) is not None}
+        body = given or None
+    return resolve(body, headers or {}, classes, default_class)
