@@ -19,6 +19,8 @@ log = logging.getLogger("adaserve.sglang")
 ALGORITHM = "ADASERVE"
 SGLANG_VERSION = "0.5.23"
 ORGANIZE = "sglang.srt.speculative.eagle_utils.organize_draft_results"
+GENERATE = "sglang.srt.entrypoints.http_server.serve_generate_request"
+OPENAI = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request"
 
 _registered = False
 
@@ -40,6 +42,7 @@ def register() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+    from adaserve.sglang.http import generate_hook, openai_hook
     from adaserve.sglang.spec import AdaServeSpec, worker_class
     from adaserve.sglang.worker import organize_hook  # imports SGLang's EAGLE workers
 
@@ -48,4 +51,6 @@ def register() -> None:
     # applied by load_plugins() after every plugin ran, also to the workers' own
     # `from eagle_utils import organize_draft_results` bindings
     HookRegistry.register(ORGANIZE, organize_hook, HookType.AROUND)
+    HookRegistry.register(GENERATE, generate_hook, HookType.AROUND)
+    HookRegistry.register(OPENAI, openai_hook, HookType.AROUND)
     _registered = True

@@ -10,6 +10,8 @@ from adaserve.scheduler import SLO
 from adaserve.server.slo_classes import SLOClass, SLOError, resolve
 
 FIELDS = {"tpot_slo_ms": "tpot_ms", "slo_class": "class"}
+PARAMS = {"slo.tpot_ms": "custom_params.tpot_slo_ms", "slo.class": "custom_params.slo_class",
+          "slo": "custom_params"}
 
 
 def request_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass],
@@ -23,4 +25,7 @@ def request_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass],
         given = {ours: custom_params[theirs] for theirs, ours in FIELDS.items()
                  if custom_params.get(theirs) is not None}
         body = given or None
-    return resolve(body, headers or {}, classes, default_class)
+    try:
+        return resolve(body, headers or {}, classes, default_class)
+    except SLOError as e:  # name the field as the SGLang user wrote it
+        raise SLOError(str(e), PARAMS.get(e.param, e.param)) from None

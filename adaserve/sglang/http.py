@@ -1,0 +1,78 @@
+"""SLOs on SGLang's HTTP routes: X-SLO-TPOT-MS / X-SLO-Class headers and body
+``custom_params`` (``tpot_slo_ms`` / ``slo_class``), resolved once at the edge by the
+embedded server's rules, written back into ``custom_params`` (which SGLang carries to
+``req.sampling_params.custom_params`` in the scheduler unchanged), and a bad value is a
+400 before anything is queued.
+
+Two AROUND hooks (plugin.register): ``http_server.serve_generate_request`` for /generate
+and ``OpenAIServingBase.handle_request`` for /v1/chat/completions and /v1/completions.
+The classes come from ADASERVE_SLO_CLASSES / ADASERVE_BASELINE_MS /
+ADASERVE_DEFAULT_CLASS, the same variables the worker reads, so both sides agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+
+from adaserve.server.slo_classes import (
+    DEFAULT_CLASS,
+    DEFAULT_CLASSES,
+    SLOClass,
+    SLOError,
+    parse_classes,
+)
+from adaserve.sglang.slo import request_slo
+
+
+@lru_cache(maxsize=1)
+def configured_classes() -> tuple[dict[str, SLOClass], str]:
+    baseline = os.environ.get("ADASERVE_BASELINE_MS")
+    classes = parse_classes(os.environ.get("ADASERVE_SLO_CLASSES", DEFAULT_CLASSES),
+                            float(baseline) if baseline else None)
+    return classes, os.environ.get("ADASERVE_DEFAULT_CLASS", DEFAULT_CLASS)
+
+
+def resolved(custom_params: Mapping | None, headers: Mapping[str, str]) -> dict:
+    """custom_params with the request's SLO resolved into it (class and milliseconds;
+    best effort: no tpot_slo_ms). SLOError for bad input."""
+    classes, default = configured_classes()
+    label, slo = request_slo(custom_params, classes, default, headers)
+    out = dict(custom_params or {})
+    out["slo_class"] = label
+    out.pop("tpot_slo_ms", None)
+    if slo.tpot_s is not None:
+        out["tpot_slo_ms"] = slo.tpot_s * 1e3
+    return out
+
+
+def _error_body(e: SLOError) -> dict:
+    return {"error": {"message": str(e), "type": "invalid_request_error", "param": e.param,
+                      "code": 400}}
+
+
+async def generate_hook(original, obj, request):
+    """/generate: every sampling_params of the (possibly batched) request gets its SLO."""
+    from fastapi.responses import ORJSONResponse
+
+    params = obj.sampling_params
+    many = isinstance(params, list)
+    try:
+        items = params if many else [params or {}]
+        done = [{**p, "custom_params": resolved(p.get("custom_params"), request.headers)}
+                for p in items]
+    except SLOError as e:
+        return ORJSONResponse(status_code=400, content=_error_body(e))
+    obj.sampling_params = done if many else done[0]
+    return await original(obj, request)
+
+
+async def openai_hook(original, self, request, raw_request):
+    """/v1/chat/completions and /v1/completions: custom_params of the OpenAI request."""
+    if hasattr(request, "custom_params"):
+        try:
+            request.custom_params = resolved(request.custom_params, raw_request.headers)
+        except SLOError as e:
+            return self.create_error_response(str(e), param=e.param)
+    return await original(self, request, raw_request)
