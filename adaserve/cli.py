@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_args(bench)
     bench.set_defaults(func=_bench)
 
+    sgl = sub.add_parser("sglang", help="the SGLang plugin: `adaserve sglang check` checks the "
+                                        "installed sglang against it")
+    sgl.add_argument("action", choices=["check"])
+    sgl.set_defaults(func=_sglang)
+
     dist = sub.add_parser("distill-draft", help="distil the draft for the default target from the "
                                                 "target's own outputs (writes a draft directory)")
     dist.add_argument("--out", type=Path, default=None,
@@ -70,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     dist.add_argument("--no-progress", action="store_true", help="no progress bar")
     dist.set_defaults(func=_distill)
     return parser
+
+
+def _sglang(args: argparse.Namespace) -> int:
+    from adaserve.sglang.check import main as check_main
+
+    return check_main(args)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
