@@ -12,7 +12,7 @@ from __future__ import annotations
 import pkgutil
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
-from adaserve.sglang.plugin import GENERATE, OPENAI, ORGANIZE, SGLANG_VERSION
+from adaserve.sglang.plugin import GENERATE, OPENAI, ORGANIZE, REPORT, SGLANG_VERSION
 
 TARGETS = {
     "speculative registry": "sglang.srt.speculative.spec_info.SpeculativeAlgorithm.register",
@@ -23,6 +23,7 @@ TARGETS = {
     "organize seam": ORGANIZE,
     "/generate route": GENERATE,
     "OpenAI routes": OPENAI,
+    "response report": REPORT,
 }
 
 

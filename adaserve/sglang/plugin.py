@@ -21,6 +21,7 @@ SGLANG_VERSION = "0.5.23"
 ORGANIZE = "sglang.srt.speculative.eagle_utils.organize_draft_results"
 GENERATE = "sglang.srt.entrypoints.http_server.serve_generate_request"
 OPENAI = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request"
+REPORT = "sglang.srt.managers.tokenizer_manager.TokenizerManager._calculate_spec_decoding_metrics"
 
 _registered = False
 
@@ -43,6 +44,7 @@ def register() -> None:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from adaserve.sglang.http import generate_hook, openai_hook
+    from adaserve.sglang.report import report_hook
     from adaserve.sglang.spec import AdaServeSpec, worker_class
     from adaserve.sglang.worker import organize_hook  # imports SGLang's EAGLE workers
 
@@ -53,4 +55,5 @@ def register() -> None:
     HookRegistry.register(ORGANIZE, organize_hook, HookType.AROUND)
     HookRegistry.register(GENERATE, generate_hook, HookType.AROUND)
     HookRegistry.register(OPENAI, openai_hook, HookType.AROUND)
+    HookRegistry.register(REPORT, report_hook, HookType.AROUND)
     _registered = True

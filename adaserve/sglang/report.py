@@ -1,0 +1,46 @@
+"""The SLO report of a finished request in SGLang's response ``meta_info``: the same fields
+the embedded server reports (``slo_class``, ``slo_tpot_ms``, ``tpot_ms``, ``ttft_ms``,
+``slo_attained``, ``accepted_tokens_per_step``).
+
+An AROUND hook on ``TokenizerManager._calculate_spec_decoding_metrics``, which SGLang
+calls once per finished request of a speculative server, in the tokenizer manager, with
+the request's state still registered: its ``custom_params`` (the SLO the HTTP hooks
+resolved), its time stats (first token, finish) and the verify count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def slo_report(custom_params: Mapping | None, completion_tokens: int, verify_ct: int,
+               created_s: float, first_token_s: float, finished_s: float) -> dict:
+    """TPOT as the embedded server defines it: (finish - first token) / (tokens - 1); a
+    request with one token has no gap to miss."""
+    params = custom_params or {}
+    slo_ms = params.get("tpot_slo_ms")
+    tpot_ms = (1e3 * (finished_s - first_token_s) / (completion_tokens - 1)
+               if completion_tokens > 1 and finished_s >= first_token_s > 0 else None)
+    attained = None if slo_ms is None else (tpot_ms is None or tpot_ms <= slo_ms)
+    return {
+        "slo_class": params.get("slo_class"),
+        "slo_tpot_ms": slo_ms,
+        "tpot_ms": tpot_ms,
+        "ttft_ms": 1e3 * (first_token_s - created_s) if first_token_s > 0 else None,
+        "slo_attained": attained,
+        "accepted_tokens_per_step": completion_tokens / verify_ct if verify_ct > 0 else None,
+    }
+
+
+def report_hook(original, self, meta_info, recv_obj, i):
+    original(self, meta_info, recv_obj, i)
+    state = self.rid_to_state.get(recv_obj.rids[i])
+    if state is None:
+        return
+    params = state.obj.sampling_params if isinstance(state.obj.sampling_params, Mapping) else {}
+    verify = getattr(recv_obj, "spec_verify_ct", None)
+    ts = state.time_stats
+    meta_info.update(slo_report(
+        params.get("custom_params"), int(recv_obj.completion_tokens[i]),
+        int(verify[i]) if verify is not None and len(verify) > i else 0,
+        ts.created_time, ts.first_token_time, ts.finished_time))

@@ -1,0 +1,51 @@
+"""The SLO report lands in SGLang's meta_info for a finished request, through the hooked
+TokenizerManager method, from the request's real state objects."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from sglang.srt.managers import tokenizer_manager as tm
+from sglang.srt.managers.io_struct import GenerateReqInput
+from sglang.srt.observability.req_time_stats import APIServerReqTimeStats
+from sglang.srt.plugins import load_plugins
+
+from adaserve.sglang.report import slo_report
+
+
+def state(custom_params, created, first, finished):
+    ts = APIServerReqTimeStats()
+    ts.created_time, ts.first_token_time, ts.finished_time = created, first, finished
+    obj = GenerateReqInput(text="hi", sampling_params={"custom_params": custom_params})
+    return tm.ReqState(out_list=[], finished=True, event=asyncio.Event(), obj=obj,
+                       time_stats=ts)
+
+
+@pytest.mark.parametrize("custom, finished, attained", [
+    ({"slo_class": "urgent", "tpot_slo_ms": 20.0}, 10.0 + 0.5 + 9 * 0.019, True),
+    ({"slo_class": "urgent", "tpot_slo_ms": 20.0}, 10.0 + 0.5 + 9 * 0.021, False),
+    ({"slo_class": "best-effort"}, 11.0, None),
+])
+def test_meta_info_gets_the_report(monkeypatch, custom, finished, attained):
+    load_plugins()
+    monkeypatch.setattr(tm, "get_spec", lambda: SimpleNamespace(speculative_num_draft_tokens=4))
+    me = SimpleNamespace(rid_to_state={"r1": state(custom, 10.0, 10.5, finished)})
+    recv = SimpleNamespace(rids=["r1"], completion_tokens=[10], spec_verify_ct=[4],
+                           spec_num_correct_drafts=[6], spec_num_cap_tokens=None,
+                           spec_correct_drafts_histogram=None)
+    meta: dict = {}
+    tm.TokenizerManager._calculate_spec_decoding_metrics(me, meta, recv, 0)
+    assert meta["spec_accept_length"] == 2.5  # SGLang's own metrics are still there
+    assert meta["slo_class"] == custom["slo_class"]
+    assert meta["slo_tpot_ms"] == custom.get("tpot_slo_ms")
+    assert meta["tpot_ms"] == pytest.approx(1e3 * (finished - 10.5) / 9)
+    assert meta["ttft_ms"] == pytest.approx(500.0)
+    assert meta["slo_attained"] is attained
+    assert meta["accepted_tokens_per_step"] == 2.5
+
+
+def test_one_token_has_no_gap_to_miss():
+    r = slo_report({"slo_class": "urgent", "tpot_slo_ms": 1.0}, 1, 1, 1.0, 2.0, 2.0)
+    assert r["tpot_ms"] is None and r["slo_attained"] is True
