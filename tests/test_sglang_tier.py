@@ -1,4 +1,4 @@
-"""The SGLang tier (tests/sglang) from the main suite.
+"""The SGLang tier (tests/sglang_tier) from the main suite.
 
 sglang 0.5.23 pins torch 2.14.1, so it lives in its own venv (.ci/run builds
 .venv-sglang; ADASERVE_SGLANG_PYTHON names another interpreter). This runs that tier there
@@ -27,14 +27,14 @@ def sglang_python() -> str | None:
 @pytest.mark.slow
 def test_sglang_tier():
     try:
-        import sglang  # noqa: F401  # this interpreter has it: tests/sglang runs here already
-        pytest.skip("sglang is importable here: tests/sglang is collected directly")
+        import sglang  # noqa: F401  # this interpreter has it: tests/sglang_tier runs here already
+        pytest.skip("sglang is importable here: tests/sglang_tier is collected directly")
     except ImportError:
         pass
     py = sglang_python()
     if py is None:
         pytest.skip("no sglang venv (.venv-sglang or ADASERVE_SGLANG_PYTHON); .ci/run makes one")
-    r = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/sglang"],
+    r = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/sglang_tier"],
                        cwd=ROOT, capture_output=True, text=True, timeout=1800)
     print(r.stdout[-6000:], file=sys.stderr)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
