@@ -11,6 +11,7 @@ import httpx
 
 from adaserve.engine import Engine, EngineConfig
 from adaserve.server.app import ServerSettings, create_app
+from adaserve.server.errors import PARSER_HEADER_BYTES
 from adaserve.server.slo_classes import DEFAULT_CLASSES, parse_classes
 
 BASELINE_MS = 100.0  # a fixed baseline so classes do not depend on this machine's speed
@@ -49,7 +50,8 @@ def start(models, **cfg) -> tuple[Live, callable]:
                               default_class="relaxed", baseline_ms=BASELINE_MS,
                               max_body_bytes=256 * 1024)
     app = create_app(engine, settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                           h11_max_incomplete_event_size=PARSER_HEADER_BYTES))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -66,6 +66,10 @@ def install(app: FastAPI) -> None:
 
 MAX_HEADERS = 256
 MAX_HEADER_BYTES = 64 * 1024
+# uvicorn's h11 parser gives up on a header block over 16 KiB that arrives in more than one
+# read (a 400, or a closed connection, depending on timing), before RequestLimits sees it.
+# Letting it buffer up to this much per connection makes oversized headers a clear 431.
+PARSER_HEADER_BYTES = 1 << 20
 
 
 class RequestLimits:

@@ -14,6 +14,7 @@ from adaserve.engine.config import names_a_draft
 from adaserve.engine.loader import load_models
 from adaserve.engine.engine import load_profile
 from adaserve.server.app import ServerSettings, create_app
+from adaserve.server.errors import PARSER_HEADER_BYTES
 from adaserve.server.slo_classes import parse_classes
 
 log = logging.getLogger("adaserve.serve")
@@ -77,7 +78,8 @@ def serve(engine: Engine, app, host: str, port: int, log_level: str) -> int:
     """
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
+                                           h11_max_incomplete_event_size=PARSER_HEADER_BYTES))
     failed: list[BaseException] = []
 
     def http() -> None:
