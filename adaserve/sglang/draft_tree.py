@@ -36,6 +36,8 @@ class DraftTree:
     scores: torch.Tensor  # [b, M] path probabilities
     tokens: torch.Tensor  # [b, M] token ids
     parents: torch.Tensor  # [b, M] flat index of each candidate's parent, -1 = root
+    parent_list: torch.Tensor  # SGLang's own: the beams of all steps but the last ([b, 0]
+    # for a one-step draft), what build_tree_kernel_efficient takes
     topk: int
 
     @classmethod
@@ -49,13 +51,15 @@ class DraftTree:
         if tokens.shape != (b, m):
             raise ValueError(f"{tuple(tokens.shape)} tokens for {(b, m)} scores")
         if len(parents_list) > 1:
-            beams = torch.cat(parents_list[:-1], dim=1)  # [b, 1 + (steps - 1) * topk]
-        else:
+            parent_list = torch.cat(parents_list[:-1], dim=1)  # [b, 1 + (steps - 1) * topk]
+            beams = parent_list
+        else:  # one step: every candidate hangs off the root (slot 0, -1)
+            parent_list = torch.empty(b, 0, dtype=torch.long, device=scores.device)
             beams = torch.full((b, 1), -1, dtype=torch.long, device=scores.device)
         parent_slot = torch.arange(m, device=scores.device) // topk  # [M]
         if int(parent_slot[-1]) >= beams.shape[1]:
             raise ValueError(f"{beams.shape[1]} beam entries cannot parent {m} candidates")
-        return cls(scores, tokens, beams[:, parent_slot], topk)
+        return cls(scores, tokens, beams[:, parent_slot], parent_list, topk)
 
     @property
     def batch(self) -> int:

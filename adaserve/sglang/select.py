@@ -48,9 +48,6 @@ def organize(score_list: list[torch.Tensor], token_list: list[torch.Tensor],
         cand = type(cand)(cand.parent, cand.token, np.where(cut, -np.inf, cand.log_prob),
                           cand.depth, cand.size)
     selection = policy.select(batch, plan, cand)
-    device = tree.scores.device
-    draft_tokens = torch.gather(torch.cat(token_list, dim=1), 1, index)
-    beams = (torch.cat(parents_list[:-1], dim=1) if len(parents_list) > 1
-             else torch.empty(tree.batch, 0, dtype=torch.long, device=device))
-    keep = torch.from_numpy(selection.mask).to(device)
-    return Organized(beams, index, draft_tokens, keep, selection)
+    draft_tokens = torch.gather(tree.tokens, 1, index)
+    keep = torch.from_numpy(selection.mask).to(tree.scores.device)
+    return Organized(tree.parent_list, index, draft_tokens, keep, selection)
