@@ -6,32 +6,16 @@ embedded server's rules, written back into ``custom_params`` (which SGLang carri
 
 Two AROUND hooks (plugin.register): ``http_server.serve_generate_request`` for /generate
 and ``OpenAIServingBase.handle_request`` for /v1/chat/completions and /v1/completions.
-The classes come from ADASERVE_SLO_CLASSES / ADASERVE_BASELINE_MS /
-ADASERVE_DEFAULT_CLASS, the same variables the worker reads, so both sides agree.
+The classes are ``slo.configured_classes()``, which the worker reads too, so both sides
+agree.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from functools import lru_cache
 
-from adaserve.server.slo_classes import (
-    DEFAULT_CLASS,
-    DEFAULT_CLASSES,
-    SLOClass,
-    SLOError,
-    parse_classes,
-)
-from adaserve.sglang.slo import request_slo
-
-
-@lru_cache(maxsize=1)
-def configured_classes() -> tuple[dict[str, SLOClass], str]:
-    baseline = os.environ.get("ADASERVE_BASELINE_MS")
-    classes = parse_classes(os.environ.get("ADASERVE_SLO_CLASSES", DEFAULT_CLASSES),
-                            float(baseline) if baseline else None)
-    return classes, os.environ.get("ADASERVE_DEFAULT_CLASS", DEFAULT_CLASS)
+from adaserve.server.slo_classes import SLOError
+from adaserve.sglang.slo import configured_classes, request_slo
 
 
 def resolved(custom_params: Mapping | None, headers: Mapping[str, str]) -> dict:

@@ -4,10 +4,19 @@ errors as the embedded server (``adaserve.server.slo_classes``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from functools import lru_cache
 
 from adaserve.scheduler import SLO
-from adaserve.server.slo_classes import SLOClass, SLOError, resolve
+from adaserve.server.slo_classes import (
+    DEFAULT_CLASS,
+    DEFAULT_CLASSES,
+    SLOClass,
+    SLOError,
+    parse_classes,
+    resolve,
+)
 
 FIELDS = {"tpot_slo_ms": "tpot_ms", "slo_class": "class"}
 PARAMS = {"slo.tpot_ms": "custom_params.tpot_slo_ms", "slo.class": "custom_params.slo_class",
@@ -29,3 +38,14 @@ def request_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass],
         return resolve(body, headers or {}, classes, default_class)
     except SLOError as e:  # name the field as the SGLang user wrote it
         raise SLOError(str(e), PARAMS.get(e.param, e.param)) from None
+
+
+@lru_cache(maxsize=1)
+def configured_classes() -> tuple[dict[str, SLOClass], str]:
+    """(classes, default class) from ADASERVE_SLO_CLASSES / ADASERVE_BASELINE_MS /
+    ADASERVE_DEFAULT_CLASS (as `adaserve serve`'s flags), read once per process: the HTTP
+    side and the scheduler process see the same environment, so they agree."""
+    baseline = os.environ.get("ADASERVE_BASELINE_MS")
+    classes = parse_classes(os.environ.get("ADASERVE_SLO_CLASSES", DEFAULT_CLASSES),
+                            float(baseline) if baseline else None)
+    return classes, os.environ.get("ADASERVE_DEFAULT_CLASS", DEFAULT_CLASS)

@@ -28,10 +28,10 @@ import torch
 from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker, StandaloneWorkerV2
 
 from adaserve.scheduler import BatchView, SchedulerConfig, make_policy
-from adaserve.server.slo_classes import DEFAULT_CLASS, DEFAULT_CLASSES, SLOError, parse_classes
+from adaserve.server.slo_classes import SLOError
 from adaserve.sglang.links import unlink
 from adaserve.sglang.select import Organized, organize
-from adaserve.sglang.slo import request_slo
+from adaserve.sglang.slo import configured_classes, request_slo
 
 # the draft worker whose draft() is running in this thread, for the organize hook
 _ACTIVE: contextvars.ContextVar[AdaServeDraftWorker | None] = contextvars.ContextVar(
@@ -58,10 +58,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         budget = int(os.environ.get("ADASERVE_BUDGET", self.speculative_num_draft_tokens))
         self.policy = make_policy(os.environ.get("ADASERVE_POLICY", "adaserve"), SchedulerConfig(
             budget=budget, max_depth=self.speculative_num_steps, max_width=self.topk))
-        baseline = os.environ.get("ADASERVE_BASELINE_MS")
-        self.classes = parse_classes(os.environ.get("ADASERVE_SLO_CLASSES", DEFAULT_CLASSES),
-                                     float(baseline) if baseline else None)
-        self.default_class = os.environ.get("ADASERVE_DEFAULT_CLASS", DEFAULT_CLASS)
+        self.classes, self.default_class = configured_classes()
         self.first_token_at: dict[str, float] = {}
         self.view: BatchView | None = None
         self.plan = None

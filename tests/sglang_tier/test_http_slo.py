@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sglang.srt.entrypoints import http_server
 from sglang.srt.plugins import load_plugins
 
-from adaserve.sglang.http import configured_classes
+from adaserve.sglang.slo import configured_classes
 
 
 class Recorder:
