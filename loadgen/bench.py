@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from adaserve.loadgen.extend import done, load_prior, ordered
 from adaserve.loadgen.run import machine
 from adaserve.loadgen.serve_process import ServeProcess
 from adaserve.loadgen.workload import DEFAULT_MIX
@@ -50,6 +51,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ttft-slo-ms", type=float, default=5000.0)
     p.add_argument("--out", type=Path, default=None, help="default results/<experiment>")
+    p.add_argument("--extend", action="store_true",
+                   help="add to the sweep already in --out: runs (policy, point, seed) it has "
+                        "are kept, not re-run; the experiment's settings must be the same")
     p.add_argument("--serve-args", default="", help="extra flags for adaserve serve")
     p.add_argument("--baseline-ms", type=float, default=None,
                    help="baseline latency for every server (default: the first server's, "
@@ -103,6 +107,15 @@ def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path) ->
     return json.loads((out / "summary.json").read_text())
 
 
+def _fresh(path: Path) -> Path:
+    """`path`, or path~2, ~3 ... where an earlier sweep (extended now) left its server log."""
+    n = 2
+    while path.exists():
+        path = path.with_name(f"{path.name.removesuffix('.log').rsplit('~', 1)[0]}~{n}.log")
+        n += 1
+    return path
+
+
 def main(args: argparse.Namespace) -> int:
     from adaserve.loadgen.report import write_report
 
@@ -111,21 +124,45 @@ def main(args: argparse.Namespace) -> int:
     raw.mkdir(parents=True, exist_ok=True)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     pts = points(args)
-    runs = []
+    prior, runs = load_prior(out, args) if args.extend else ({}, [])
+    have = done(runs)
+    todo = lambda policy, point: [args.seed + rep for rep in range(args.repeats)  # noqa: E731
+                                  if (policy, point.label, args.seed + rep) not in have]
     baseline = args.baseline_ms
     t_start = time.time()
+
+    def save() -> dict:
+        """summary.json after every run, so a stopped sweep resumes with --extend."""
+        nonlocal runs
+        this = {"command": "adaserve bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
+                "machine": machine(), "date": dt.datetime.now().isoformat(timespec="seconds"),
+                "wall_minutes": (time.time() - t_start) / 60}
+        meta = {**this, "experiment": args.experiment, "requests_per_point": args.requests,
+                "repeats": args.repeats, "mix": args.mix, "prompts": args.prompts,
+                "ttft_slo_ms": args.ttft_slo_ms, "max_tokens": args.max_tokens,
+                "serve_args": args.serve_args}
+        if args.extend:
+            # the first sweep's command, machine and date head the page; extensions are listed
+            meta = {**meta, **{k: prior[k] for k in this},
+                    "repeats": max(args.repeats, prior.get("repeats", 1)),
+                    "extensions": [*prior.get("extensions", []), this]}
+        runs = ordered(runs, policies, [p.label for p in pts])
+        (out / "summary.json").write_text(json.dumps({**meta, "runs": runs}, indent=2))
+        return meta
+
     for policy in policies:
         # one server per policy, unless the urgent SLO itself changes between points
         groups = [[p] for p in pts] if args.experiment == "slo-scale" else [pts]
         for group in groups:
+            if not any(todo(policy, point) for point in group):
+                continue
             server = start_server(policy, group[0].urgent_scale, args.serve_args,
-                                  raw / f"serve-{policy}-{group[0].label}.log", baseline)
+                                  _fresh(raw / f"serve-{policy}-{group[0].label}.log"), baseline)
             baseline = server.info["baseline_latency_ms"]
             try:
                 warm(server)
                 for point in group:
-                    for rep in range(args.repeats):
-                        seed = args.seed + rep
+                    for seed in todo(policy, point):
                         name = f"{policy}-{point.label}-s{seed}"
                         t0 = time.time()
                         s = run_point(args, server, point, seed, raw / name)
@@ -137,16 +174,10 @@ def main(args: argparse.Namespace) -> int:
                                      "rate": point.rate, "urgent": point.urgent,
                                      "urgent_scale": point.urgent_scale, "dir": name,
                                      "server": server.info, "summary": s})
+                        save()
             finally:
                 server.stop()
-    meta = {"command": "adaserve bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
-            "machine": machine(),
-            "date": dt.datetime.now().isoformat(timespec="seconds"),
-            "wall_minutes": (time.time() - t_start) / 60,
-            "experiment": args.experiment, "requests_per_point": args.requests,
-            "repeats": args.repeats, "mix": args.mix, "prompts": args.prompts,
-            "ttft_slo_ms": args.ttft_slo_ms}
-    (out / "summary.json").write_text(json.dumps({**meta, "runs": runs}, indent=2))
+    meta = save()
     write_report(out, meta, runs)
     print((out / "summary.md").read_text())
     return 0

@@ -49,6 +49,9 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
     lines = [f"# Experiment: {exp}", "",
              f"- command: `{meta['command']}`", f"- machine: {meta['machine']}",
              f"- date: {meta['date']} ({meta['wall_minutes']:.0f} minutes)",
+             *(f"- extended by `{e['command']}` on {e['date']} ({e['wall_minutes']:.0f} minutes, "
+               f"{e['machine']}): added the runs the first command did not have"
+               for e in meta.get("extensions", [])),
              f"- {meta['requests_per_point']} requests per point, {meta['repeats']} run(s) per "
              f"point (with several runs: mean (min-max)), prompt set {meta['prompts']}, class "
              f"mix {meta['mix']}; every policy gets the same prompts and arrival seeds",

@@ -1,0 +1,62 @@
+"""Extending a finished sweep (`adaserve bench --extend`): more seeds per point, or points
+it did not have, added to results/<experiment>/summary.json without re-running what is
+already there. A sweep costs tens of minutes of the machine per point set, and a repeat
+must be comparable with the runs it joins, so the settings that define the experiment are
+checked to be the same, and a mismatch is an error rather than a silently mixed table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+# meta key -> the argument it was written from; all must match to join a sweep
+SAME = {"experiment": "experiment", "requests_per_point": "requests", "mix": "mix",
+        "prompts": "prompts", "ttft_slo_ms": "ttft_slo_ms", "max_tokens": "max_tokens",
+        "serve_args": "serve_args"}
+
+
+class ExtendError(ValueError):
+    pass
+
+
+def load_prior(out: Path, args: argparse.Namespace) -> tuple[dict, list[dict]]:
+    """The earlier sweep's meta and runs, after checking it is the same experiment. Keys an
+    older summary lacks are checked against what its runs recorded where they can be."""
+    path = out / "summary.json"
+    if not path.exists():
+        raise ExtendError(f"--extend: {path} does not exist; run the sweep without --extend")
+    data = json.loads(path.read_text())
+    runs = data.pop("runs")
+    for key, arg in SAME.items():
+        if key in data and data[key] != getattr(args, arg):
+            raise ExtendError(f"--extend: {path} has {key}={data[key]!r}, this command "
+                              f"{getattr(args, arg)!r}; an extension must be the same experiment")
+    rate = getattr(args, "rate", None)
+    if args.experiment != "rate":
+        seen = {r["rate"] for r in runs}
+        if seen and seen != {rate}:
+            raise ExtendError(f"--extend: the earlier runs are at rate {sorted(seen)}, this "
+                              f"command at {rate}")
+    if args.baseline_ms is None:
+        raise ExtendError("--extend needs --baseline-ms: every run must be held to the SLOs "
+                          "the earlier runs had")
+    seen = {round(r["server"]["baseline_latency_ms"], 6) for r in runs}
+    if seen and seen != {round(args.baseline_ms, 6)}:
+        raise ExtendError(f"--extend: the earlier runs had baseline {sorted(seen)} ms, this "
+                          f"command {args.baseline_ms} ms")
+    return data, runs
+
+
+def done(runs: list[dict]) -> set[tuple[str, str, int]]:
+    return {(r["policy"], r["point"], r["seed"]) for r in runs}
+
+
+def ordered(runs: list[dict], policies: list[str], points: list[str]) -> list[dict]:
+    """Runs in the order the tables read: policies and points as the command lists them
+    (an earlier sweep's others after), then seed."""
+    pol = {p: i for i, p in enumerate(policies)}
+    pt = {p: i for i, p in enumerate(points)}
+    big = len(policies) + len(points)
+    return sorted(runs, key=lambda r: (pol.get(r["policy"], big), pt.get(r["point"], big),
+                                       r["seed"]))

@@ -1,0 +1,126 @@
+"""`adaserve bench --extend`: only the missing (policy, point, seed) runs are made, the
+sweep is checkpointed after each run, and a different experiment is refused.
+
+The server and the load generator are replaced here by stand-ins that record what they
+were asked for: what is under test is the sweep's bookkeeping, not a measurement (the
+measurements are tests/loadgen/test_locust_run.py's, against the real server)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from adaserve.loadgen import bench
+from adaserve.loadgen.extend import ExtendError, load_prior, ordered
+
+
+class _Server:
+    def __init__(self, baseline):
+        self.info = {"model": "m", "draft": "d", "budget": 4, "baseline_latency_ms": baseline,
+                     "slo_classes": [{"name": "urgent", "tpot_ms": baseline}]}
+        self.stopped = False
+
+    def stop(self):
+        self.stopped = True
+
+
+def _args(tmp_path, **kw):
+    p = argparse.ArgumentParser()
+    bench.add_args(p)
+    argv = ["--experiment", "slo-scale", "--rate", "0.5", "--requests", "4",
+            "--prompts", "short", "--baseline-ms", "90.0", "--out", str(tmp_path),
+            "--policies", "adaserve,incremental"]
+    for k, v in kw.items():
+        argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
+    return p.parse_args(argv)
+
+
+@pytest.fixture
+def sweep(monkeypatch):
+    made, servers = [], []
+
+    def start(policy, scale, extra, log, baseline):
+        servers.append((policy, scale, log.name))
+        return _Server(baseline)
+
+    def run_point(args, server, point, seed, out):
+        made.append((server_policy(), point.label, seed))
+        att = 0.5 + 0.1 * seed
+        return {"rows": [{"slo_class": "urgent", "attainment": att},
+                         {"slo_class": "overall", "attainment": att, "goodput_tok_s": 1.0}]}
+
+    server_policy = lambda: servers[-1][0]  # noqa: E731
+    monkeypatch.setattr(bench, "start_server", start)
+    monkeypatch.setattr(bench, "warm", lambda server: None)
+    monkeypatch.setattr(bench, "run_point", run_point)
+    monkeypatch.setattr("adaserve.loadgen.report.plots", lambda *a: [])
+    return made, servers
+
+
+def test_extend_runs_only_what_is_missing(tmp_path, sweep):
+    made, servers = sweep
+    bench.main(_args(tmp_path, scales="1.0,0.6"))
+    assert len(made) == 4
+    made.clear(), servers.clear()
+    (tmp_path / "raw" / "serve-adaserve-1.0.log").write_text("first sweep's log")
+
+    bench.main(_args(tmp_path, scales="1.0,0.8,0.6", repeats=2, extend=True))
+    # 0.8 is new (two seeds), 1.0 and 0.6 only need seed 1
+    assert sorted(made) == sorted([(p, s, 1) for p in ("adaserve", "incremental")
+                                   for s in ("1.0", "0.6")]
+                                  + [(p, "0.8", k) for p in ("adaserve", "incremental")
+                                     for k in (0, 1)])
+    assert ("adaserve", 1.0, "serve-adaserve-1.0~2.log") in servers  # first log kept
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert [(r["policy"], r["point"], r["seed"]) for r in data["runs"]][:6] == [
+        ("adaserve", "1.0", 0), ("adaserve", "1.0", 1), ("adaserve", "0.8", 0),
+        ("adaserve", "0.8", 1), ("adaserve", "0.6", 0), ("adaserve", "0.6", 1)]
+    assert data["repeats"] == 2 and len(data["extensions"]) == 1
+    assert data["extensions"][0]["date"] >= data["date"]
+    md = (tmp_path / "summary.md").read_text()
+    assert "extended by" in md and "| 0.8 | 55.0% (50.0%-60.0%) |" in md
+
+    made.clear()
+    bench.main(_args(tmp_path, scales="1.0,0.8,0.6", repeats=2, extend=True))
+    assert made == []  # nothing left to run: no server started either
+
+
+def test_a_stopped_sweep_resumes_from_its_checkpoint(tmp_path, sweep, monkeypatch):
+    made, _ = sweep
+    real = bench.run_point
+
+    def dies_on_third(*a):
+        if len(made) == 2:
+            raise KeyboardInterrupt
+        return real(*a)
+
+    monkeypatch.setattr(bench, "run_point", dies_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(_args(tmp_path, scales="1.0,0.6"))
+    assert len(json.loads((tmp_path / "summary.json").read_text())["runs"]) == 2
+    monkeypatch.setattr(bench, "run_point", real)
+    made.clear()
+    bench.main(_args(tmp_path, scales="1.0,0.6", extend=True))
+    assert made == [("incremental", "1.0", 0), ("incremental", "0.6", 0)]
+
+
+def test_a_different_experiment_is_refused(tmp_path, sweep):
+    bench.main(_args(tmp_path, scales="1.0"))
+    for kw, what in [({"requests": 8}, "requests_per_point"), ({"prompts": "long"}, "prompts"),
+                     ({"serve_args": "--budget 8"}, "serve_args"), ({"rate": 1.0}, "rate"),
+                     ({"baseline_ms": 95.0}, "baseline")]:
+        with pytest.raises(ExtendError, match=what):
+            load_prior(tmp_path, _args(tmp_path, scales="1.0", extend=True, **kw))
+    with pytest.raises(ExtendError, match="does not exist"):
+        load_prior(tmp_path / "nowhere", _args(tmp_path, extend=True))
+
+
+def test_order_follows_the_command_then_the_earlier_sweep():
+    runs = [{"policy": p, "point": pt, "seed": s} for p, pt, s in
+            [("b", "0.6", 0), ("old", "1.0", 0), ("a", "0.6", 1), ("a", "1.0", 0),
+             ("a", "0.6", 0)]]
+    got = [(r["policy"], r["point"], r["seed"]) for r in ordered(runs, ["a", "b"], ["1.0", "0.6"])]
+    assert got == [("a", "1.0", 0), ("a", "0.6", 0), ("a", "0.6", 1), ("b", "0.6", 0),
+                   ("old", "1.0", 0)]
