@@ -16,10 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from adaserve.engine.core import IterationStats
 from adaserve.engine.request import RequestStats
+from adaserve.server.slo_metrics import LATENCY_BUCKETS, SloMetrics
 
-_LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
-                    1.0, 2.0, 5.0, 10.0, 30.0)
-WINDOW = 200  # finished requests per class in the sliding attainment window
 HISTORY_S = 600  # seconds of per-second history the dashboard can show
 
 
@@ -39,38 +37,20 @@ class Finished:
 class ServerMetrics:
     def __init__(self, classes: list[str]) -> None:
         self.registry = r = CollectorRegistry()
-        label = ["slo_class"]
-        self.requests = Counter("adaserve_requests", "finished requests",
-                                ["slo_class", "attained"], registry=r)
+        self.slo = SloMetrics(classes, r)
         self.rejected = Counter("adaserve_rejected_requests", "requests refused before "
                                 "running", ["reason"], registry=r)
-        self.tpot = Histogram("adaserve_tpot_seconds", "request TPOT", label,
-                              buckets=_LATENCY_BUCKETS, registry=r)
-        self.ttft = Histogram("adaserve_ttft_seconds", "request time to first token", label,
-                              buckets=_LATENCY_BUCKETS, registry=r)
-        self.attainment = Gauge("adaserve_slo_attainment_ratio", f"attained / finished over "
-                                f"the last {WINDOW} finished requests of the class", label,
-                                registry=r)
-        self.goodput = Counter("adaserve_goodput_tokens", "output tokens of requests that "
-                               "met their SLO", label, registry=r)
-        self.output_tokens = Counter("adaserve_output_tokens", "output tokens", label,
-                                     registry=r)
         self.accepted = Gauge("adaserve_accepted_tokens_per_step", "tokens emitted per "
                               "request per iteration, last iteration", registry=r)
         self.iteration = Histogram("adaserve_iteration_seconds", "engine iteration latency",
-                                   buckets=_LATENCY_BUCKETS, registry=r)
+                                   buckets=LATENCY_BUCKETS, registry=r)
         self.batch_tokens = Gauge("adaserve_batch_tokens", "tokens verified in the last "
                                   "iteration (budget used)", registry=r)
         self.depth = Gauge("adaserve_spec_depth", "draft depth d, last iteration", registry=r)
         self.width = Gauge("adaserve_spec_width", "draft width w, last iteration", registry=r)
         self.running = Gauge("adaserve_running_requests", "requests decoding", registry=r)
         self.waiting = Gauge("adaserve_waiting_requests", "requests queued", registry=r)
-        for c in classes:  # every class shows up from the first scrape, not its first request
-            self.attainment.labels(c)
-            self.goodput.labels(c)
         self._lock = threading.Lock()
-        self._window: dict[str, collections.deque[bool]] = collections.defaultdict(
-            lambda: collections.deque(maxlen=WINDOW))
         self.finished: collections.deque[Finished] = collections.deque(maxlen=4096)
         self.iterations: collections.deque[tuple[float, IterationStats]] = collections.deque(
             maxlen=20000)
@@ -91,24 +71,11 @@ class ServerMetrics:
             self.iterations.append((time.time(), s))
 
     def on_finished(self, slo_class: str, st: RequestStats) -> Finished:
-        attained = st.slo_attained
-        label = "none" if attained is None else str(bool(attained)).lower()
-        self.requests.labels(slo_class, label).inc()
-        self.output_tokens.labels(slo_class).inc(st.output_tokens)
-        if st.tpot_s is not None:
-            self.tpot.labels(slo_class).observe(st.tpot_s)
-        if st.ttft_s is not None:
-            self.ttft.labels(slo_class).observe(st.ttft_s)
-        if attained is not False:  # best effort counts as served well
-            self.goodput.labels(slo_class).inc(st.output_tokens)
+        self.slo.observe(slo_class, st.slo_attained, st.output_tokens, st.tpot_s, st.ttft_s)
         f = Finished(time.time(), slo_class, _ms(st.slo_tpot_s), _ms(st.tpot_s), _ms(st.ttft_s),
-                     st.output_tokens, attained)
+                     st.output_tokens, st.slo_attained)
         with self._lock:
             self.finished.append(f)
-            if attained is not None:
-                w = self._window[slo_class]
-                w.append(bool(attained))
-                self.attainment.labels(slo_class).set(sum(w) / len(w))
         return f
 
     # ---- readers ------------------------------------------------------------------------
@@ -123,10 +90,9 @@ class ServerMetrics:
         with self._lock:
             fin = [f for f in self.finished if f.t >= lo]
             its = [(t, s) for t, s in self.iterations if t >= lo]
-            windows = {c: (sum(w) / len(w) if w else None) for c, w in self._window.items()}
         return {
             "now": now,
-            "attainment": windows,
+            "attainment": self.slo.windows(),
             "finished": [{"t": f.t, "class": f.slo_class, "slo_ms": f.slo_ms,
                           "tpot_ms": f.tpot_ms, "ttft_ms": f.ttft_ms,
                           "tokens": f.output_tokens, "attained": f.attained} for f in fin],

@@ -6,11 +6,17 @@ An AROUND hook on ``TokenizerManager._calculate_spec_decoding_metrics``, which S
 calls once per finished request of a speculative server, in the tokenizer manager, with
 the request's state still registered: its ``custom_params`` (the SLO the HTTP hooks
 resolved), its time stats (first token, finish) and the verify count.
+
+With ``--enable-metrics`` the same hook records the request in the per-class SLO metrics
+(``adaserve.server.slo_metrics``, DESIGN.md "Metrics"), which SGLang's ``/metrics`` then
+shows beside its own: SGLang runs prometheus_client in multiprocess mode, and every
+process's metrics land in its PROMETHEUS_MULTIPROC_DIR.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 
 
 def slo_report(custom_params: Mapping | None, completion_tokens: int, verify_ct: int,
@@ -40,7 +46,25 @@ def report_hook(original, self, meta_info, recv_obj, i):
     params = state.obj.sampling_params if isinstance(state.obj.sampling_params, Mapping) else {}
     verify = getattr(recv_obj, "spec_verify_ct", None)
     ts = state.time_stats
-    meta_info.update(slo_report(
-        params.get("custom_params"), int(recv_obj.completion_tokens[i]),
-        int(verify[i]) if verify is not None and len(verify) > i else 0,
-        ts.created_time, ts.first_token_time, ts.finished_time))
+    tokens = int(recv_obj.completion_tokens[i])
+    report = slo_report(params.get("custom_params"), tokens,
+                        int(verify[i]) if verify is not None and len(verify) > i else 0,
+                        ts.created_time, ts.first_token_time, ts.finished_time)
+    meta_info.update(report)
+    if getattr(self, "enable_metrics", False):
+        metrics, default_class = _metrics()
+        ms = lambda v: None if v is None else v / 1e3  # noqa: E731
+        metrics.observe(report["slo_class"] or default_class, report["slo_attained"], tokens,
+                        ms(report["tpot_ms"]), ms(report["ttft_ms"]))
+
+
+@lru_cache(maxsize=1)
+def _metrics():
+    """Made on the first finished request, not when the plugin loads: prometheus_client
+    picks multiprocess mode when it is first imported, and SGLang sets
+    PROMETHEUS_MULTIPROC_DIR after plugins load. (Its own collectors import late too.)"""
+    from adaserve.server.slo_metrics import SloMetrics
+    from adaserve.sglang.slo import configured_classes
+
+    classes, default_class = configured_classes()
+    return SloMetrics(list(classes)), default_class
