@@ -40,6 +40,26 @@ def request_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass],
         raise SLOError(str(e), PARAMS.get(e.param, e.param)) from None
 
 
+def scheduled_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass],
+                  default_class: str) -> SLO:
+    """The SLO the scheduler process applies to a request. The HTTP hooks leave
+    ``custom_params`` resolved: the class as a label and ``tpot_slo_ms`` as the SLO, both
+    written, which ``request_slo`` (an input check: "give one") would refuse; here the
+    resolved milliseconds win. A request that came in without the hooks (SGLang's offline
+    Engine) is resolved by the HTTP rules, and one they would refuse gets the default
+    class: the scheduler loop must not die on one request's fields."""
+    if (isinstance(custom_params, Mapping) and custom_params.get("slo_class") is not None
+            and custom_params.get("tpot_slo_ms") is not None):
+        try:
+            return SLO.from_ms(float(custom_params["tpot_slo_ms"]))
+        except (TypeError, ValueError):
+            pass
+    try:
+        return request_slo(custom_params, classes, default_class)[1]
+    except SLOError:
+        return classes[default_class].slo
+
+
 @lru_cache(maxsize=1)
 def configured_classes() -> tuple[dict[str, SLOClass], str]:
     """(classes, default class) from ADASERVE_SLO_CLASSES / ADASERVE_BASELINE_MS /

@@ -10,8 +10,14 @@ Per iteration, in the draft worker (scheduler process):
 3. after SGLang builds the verify input, the positions not kept are unlinked from
    ``retrieve_next_token`` / ``retrieve_next_sibling``.
 
-The hook only sees the draft when it runs eagerly: a captured draft CUDA graph would skip
-it, so ADASERVE runs the draft without CUDA graphs (``validate`` says so).
+The hook only sees the draft when it runs eagerly: a captured draft-decode CUDA graph
+replays SGLang's uniform selection without calling it, and AdaServe's selection is host
+code (the policy) that a graph cannot hold. So the ADASERVE draft worker never uses a
+draft-decode graph (``cuda_graph_runner`` is always None, which SGLang's
+``prepare_for_draft`` reads as "run eagerly"); the target's verify graphs and the draft's
+extend graph are SGLang's as usual. Keeping graphs for the draft would need the graph to
+output the per-step lists and the selection to run after replay: a patch of SGLang's
+draft graph runner, planned, not made (it can only be checked on a GPU).
 
 Not yet run on a GPU: everything above is exercised on CPU only through its parts
 (tests/sglang_tier).
@@ -20,6 +26,7 @@ Not yet run on a GPU: everything above is exercised on CPU only through its part
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import time
 
@@ -28,10 +35,11 @@ import torch
 from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker, StandaloneWorkerV2
 
 from adaserve.scheduler import BatchView, SchedulerConfig, make_policy
-from adaserve.server.slo_classes import SLOError
 from adaserve.sglang.links import unlink
 from adaserve.sglang.select import Organized, organize
-from adaserve.sglang.slo import configured_classes, request_slo
+from adaserve.sglang.slo import configured_classes, scheduled_slo
+
+logger = logging.getLogger(__name__)
 
 # the draft worker whose draft() is running in this thread, for the organize hook
 _ACTIVE: contextvars.ContextVar[AdaServeDraftWorker | None] = contextvars.ContextVar(
@@ -54,7 +62,26 @@ def organize_hook(original, score_list, token_list, parents_list, num_draft_toke
 class AdaServeDraftWorker(StandaloneDraftWorker):
     """StandaloneDraftWorker whose draft() hands selection to adaserve.scheduler."""
 
+    # A data descriptor, so it wins over the instance attribute SGLang set while
+    # constructing (and over its adaptive-steps code setting one later): a draft-decode
+    # graph would bypass the selection silently.
+    @property
+    def cuda_graph_runner(self):
+        return None
+
+    @cuda_graph_runner.setter
+    def cuda_graph_runner(self, runner) -> None:
+        pass
+
     def setup_adaserve(self) -> None:
+        captured = self.__dict__.pop("cuda_graph_runner", None)
+        if captured is not None:
+            logger.warning("ADASERVE: the draft-decode CUDA graph SGLang captured is "
+                           "released; the draft runs eagerly so each request's tree is "
+                           "selected by the AdaServe policy (see adaserve/sglang/worker.py)")
+            del captured
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
         budget = int(os.environ.get("ADASERVE_BUDGET", self.speculative_num_draft_tokens))
         self.policy = make_policy(os.environ.get("ADASERVE_POLICY", "adaserve"), SchedulerConfig(
             budget=budget, max_depth=self.speculative_num_steps, max_width=self.topk))
@@ -72,11 +99,8 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         slo = np.empty(len(batch.reqs))
         l, o, ctx = (np.zeros(len(batch.reqs)) for _ in range(3))
         for i, req in enumerate(batch.reqs):
-            try:
-                _, s = request_slo(req.sampling_params.custom_params, self.classes,
-                                   self.default_class)
-            except SLOError:  # refused at the HTTP layer; never here, but never crash
-                s = self.classes[self.default_class].slo
+            s = scheduled_slo(req.sampling_params.custom_params, self.classes,
+                              self.default_class)
             slo[i] = np.nan if s.tpot_s is None else s.tpot_s
             t0 = self.first_token_at.setdefault(req.rid, now)
             l[i] = now - t0

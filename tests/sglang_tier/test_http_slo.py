@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sglang.srt.entrypoints import http_server
 from sglang.srt.plugins import load_plugins
 
-from adaserve.sglang.slo import configured_classes
+from adaserve.sglang.slo import configured_classes, scheduled_slo
 
 
 class Recorder:
@@ -66,6 +66,21 @@ def test_slo_reaches_custom_params(client, body, headers, want):
     assert r.status_code == 200, r.text
     (obj,) = rec.seen
     assert obj.sampling_params["custom_params"] == want
+    # and the scheduler process reads back the SLO the route resolved (this caught the
+    # worker refusing the resolved form, class and milliseconds both written)
+    classes, default = configured_classes()
+    got = scheduled_slo(obj.sampling_params["custom_params"], classes, default)
+    assert got.tpot_s == (None if "tpot_slo_ms" not in want else want["tpot_slo_ms"] / 1e3)
+
+
+@pytest.mark.parametrize("custom", [None, {}, {"slo_class": "platinum"}, {"tpot_slo_ms": -5},
+                                    {"slo_class": "urgent", "tpot_slo_ms": "x"}, "text"])
+def test_the_scheduler_gives_unresolvable_fields_the_default_class(custom, monkeypatch):
+    monkeypatch.setenv("ADASERVE_BASELINE_MS", "20")
+    configured_classes.cache_clear()
+    classes, default = configured_classes()
+    assert scheduled_slo(custom, classes, default).tpot_s == pytest.approx(0.160)  # relaxed
+    configured_classes.cache_clear()
 
 
 @pytest.mark.parametrize("body, headers, param", [

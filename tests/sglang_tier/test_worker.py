@@ -1,0 +1,120 @@
+"""The ADASERVE draft worker's per-iteration wiring, on the CPU: real SGLang requests in,
+the BatchView and plan from them, AdaServe's selection through the organize hook where
+SGLang's draft calls it, and the verify links unlinked afterwards.
+
+What cannot run here is SGLang's draft model forward (GPU kernels). In its place stands
+the rest of what SGLang's draft does after the forwards: the step lists from its own
+select_top_k_tokens (drafts.py), the call to ``organize_draft_results`` exactly as
+``EagleDraftWorker.draft_forward`` makes it (through the module global our hook wraps),
+and the retrieve links from its real tree-building kernel (Triton, interpreted)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from drafts import random_draft
+from sglang.srt.managers.schedule_batch import Req
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang.srt.plugins import load_plugins
+from sglang.srt.sampling.sampling_params import SamplingParams
+from sglang.srt.speculative import eagle_worker_v2
+from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker
+from test_links import build_links, children
+
+from adaserve.sglang.slo import configured_classes
+from adaserve.sglang.worker import AdaServeDraftWorker
+
+TOPK, STEPS, N = 2, 3, 6
+
+
+@pytest.fixture
+def worker(monkeypatch):
+    load_plugins()
+    monkeypatch.setenv("ADASERVE_SLO_CLASSES", "urgent=20,relaxed=400,best-effort")
+    monkeypatch.setenv("ADASERVE_DEFAULT_CLASS", "relaxed")
+    monkeypatch.setenv("ADASERVE_BUDGET", "7")
+    configured_classes.cache_clear()
+    # as AdaServeWorker does: SGLang builds its StandaloneDraftWorker, we re-class it
+    w = object.__new__(StandaloneDraftWorker)
+    w.speculative_num_draft_tokens, w.speculative_num_steps, w.topk = N, STEPS, TOPK
+    w.cuda_graph_runner = "a captured draft-decode graph"
+    w.__class__ = AdaServeDraftWorker
+    w.setup_adaserve()
+    yield w
+    configured_classes.cache_clear()
+
+
+def _req(rid, custom, prompt, out):
+    r = Req(rid, "", list(range(prompt)), SamplingParams(max_new_tokens=64,
+                                                          custom_params=custom))
+    r.output_ids = list(range(out))
+    return r
+
+
+def _sglang_draft(seen):
+    """SGLang's draft from the model's step outputs on (see the module docstring)."""
+    gen = torch.Generator().manual_seed(7)
+
+    def draft(self, batch, *, with_topology=False):
+        bs = len(batch.reqs)
+        lists = random_draft(bs, self.topk, self.speculative_num_steps, gen=gen)
+        parent_list, top_scores_index, draft_tokens = eagle_worker_v2.organize_draft_results(
+            *lists, self.speculative_num_draft_tokens)
+        _, nt, ns = build_links(parent_list, top_scores_index, bs, self.topk,
+                                self.speculative_num_steps, self.speculative_num_draft_tokens)
+        seen.append((nt.clone(), ns.clone()))
+        return SimpleNamespace(retrieve_next_token=nt, retrieve_next_sibling=ns)
+    return draft
+
+
+def test_an_iteration_selects_per_request_and_unlinks_the_rest(worker, monkeypatch):
+    seen = []
+    monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_draft(seen), raising=False)
+    reqs = [_req("u", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 30, 9),
+            _req("r", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 12, 1),
+            _req("n", None, 5, 0)]  # no SLO in custom_params: the default class
+    batch = SimpleNamespace(reqs=reqs, forward_mode=ForwardMode.DECODE)
+
+    verify = worker.draft(batch)
+
+    v = worker.view
+    assert v.request_ids == ("u", "r", "n")
+    np.testing.assert_allclose(v.tpot_slo_s, [0.020, 0.400, 0.400])
+    assert v.decoded_tokens.tolist() == [8, 0, 0] and v.context_tokens.tolist() == [39, 13, 5]
+    assert worker.plan.depth <= STEPS and worker.plan.width <= TOPK
+    keep = worker.organized.keep
+    assert keep.shape == (3, N) and keep[:, 0].all()
+    assert int(keep.sum()) <= 7  # the budget: ADASERVE_BUDGET verify tokens in all
+    assert int(keep.sum()) < keep.numel()  # so something was dropped
+    np.testing.assert_array_equal(worker.organized.selection.mask, keep.numpy())
+    # the links the verify step walks reach exactly the kept positions
+    for b in range(3):
+        seen_pos, stack = set(), [0]
+        while stack:
+            p = stack.pop()
+            seen_pos.add(p)
+            stack += children(verify.retrieve_next_token, verify.retrieve_next_sibling, b, p)
+        assert seen_pos == set(np.flatnonzero(keep[b].numpy()).tolist())
+    # and SGLang's own links before unlinking reached more
+    nt, ns = seen[0]
+    assert sum(len(children(nt, ns, b, p)) for b in range(3) for p in range(N)) == 3 * (N - 1)
+
+
+def test_outside_an_adaserve_draft_the_hook_is_sglangs_own(worker):
+    lists = random_draft(2, TOPK, STEPS, gen=torch.Generator().manual_seed(3))
+    ours = eagle_worker_v2.organize_draft_results(*lists, N)
+    theirs = eagle_worker_v2.organize_draft_results.__wrapped__(*lists, N)
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a, b)
+    assert worker.organized is None
+
+
+def test_the_draft_never_replays_a_decode_graph(worker):
+    # SGLang's prepare_for_draft runs the draft eagerly when this is None
+    assert worker.cuda_graph_runner is None
+    worker.cuda_graph_runner = "re-captured by SGLang's adaptive steps"
+    assert worker.cuda_graph_runner is None
+    assert "cuda_graph_runner" not in worker.__dict__
