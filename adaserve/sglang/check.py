@@ -12,7 +12,14 @@ from __future__ import annotations
 import pkgutil
 from importlib.metadata import PackageNotFoundError, entry_points, version
 
-from adaserve.sglang.plugin import GENERATE, OPENAI, ORGANIZE, REPORT, SGLANG_VERSION
+from adaserve.sglang.plugin import (
+    GENERATE,
+    HIDDEN,
+    OPENAI,
+    ORGANIZE,
+    REPORT,
+    SGLANG_VERSION,
+)
 
 TARGETS = {
     "speculative registry": "sglang.srt.speculative.spec_info.SpeculativeAlgorithm.register",
@@ -24,6 +31,11 @@ TARGETS = {
     "/generate route": GENERATE,
     "OpenAI routes": OPENAI,
     "response report": REPORT,
+    "standalone hidden states": HIDDEN,
+    "server-args resolution": "sglang.srt.speculative.spec_registry.CustomSpecAlgo"
+                              ".handle_server_args",
+    "draft eager path (cuda_graph_runner None)":
+        "sglang.srt.speculative.eagle_worker_common.prepare_for_draft",
 }
 
 

@@ -22,6 +22,7 @@ ORGANIZE = "sglang.srt.speculative.eagle_utils.organize_draft_results"
 GENERATE = "sglang.srt.entrypoints.http_server.serve_generate_request"
 OPENAI = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request"
 REPORT = "sglang.srt.managers.tokenizer_manager.TokenizerManager._calculate_spec_decoding_metrics"
+HIDDEN = "sglang.srt.speculative.spec_utils.spec_need_hidden_states"
 
 _registered = False
 
@@ -45,6 +46,7 @@ def register() -> None:
 
     from adaserve.sglang.http import generate_hook, openai_hook
     from adaserve.sglang.report import report_hook
+    from adaserve.sglang.server_args import need_hidden_states_hook
     from adaserve.sglang.spec import AdaServeSpec, worker_class
     from adaserve.sglang.worker import organize_hook  # imports SGLang's EAGLE workers
 
@@ -56,4 +58,5 @@ def register() -> None:
     HookRegistry.register(GENERATE, generate_hook, HookType.AROUND)
     HookRegistry.register(OPENAI, openai_hook, HookType.AROUND)
     HookRegistry.register(REPORT, report_hook, HookType.AROUND)
+    HookRegistry.register(HIDDEN, need_hidden_states_hook, HookType.AROUND)
     _registered = True

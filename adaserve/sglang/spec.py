@@ -17,6 +17,11 @@ class AdaServeSpec(CustomSpecAlgo):
     def supports_mixed_chunk(self) -> bool:
         return False
 
+    def handle_server_args(self, server_args) -> None:
+        from adaserve.sglang.server_args import handle_server_args
+
+        handle_server_args(server_args)
+
 
 def worker_class(server_args):
     """The factory SGLang's registry calls with the server args: our worker class."""

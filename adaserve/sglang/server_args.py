@@ -1,0 +1,78 @@
+"""SGLang's server arguments for ``--speculative-algorithm ADASERVE``.
+
+SGLang resolves the speculative arguments of its own algorithms in
+``arg_groups/speculative_hook.py`` (``_handle_eagle_family`` for STANDALONE); a registered
+algorithm gets none of that, and its ``handle_server_args`` runs instead, on a stand-in
+whose attribute writes SGLang records as the resolution. Without this, steps, top-k and
+draft tokens stay None and the draft worker fails at start-up (checked on the CPU with
+SGLang's own ``ServerArgs.resolve_once``: tests/sglang_tier/test_server_args.py).
+
+What STANDALONE gets and ADASERVE needs alike is done here, by the same rules; SGLang's
+auto-chosen tree shape for Llama EAGLE (5 steps, top-4, 8 draft tokens) is the default
+maximum, within which AdaServe picks each iteration's depth and width (Eq. 8-9).
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("adaserve.sglang")
+
+DEFAULT_SHAPE = (5, 4, 8)  # steps, top-k, draft tokens per request (SGLang's Llama EAGLE)
+MAX_RUNNING = 48  # what SGLang sets for speculative decoding when unset
+PAGE_TREE_BACKENDS = ("flashinfer", "fa3", "triton")  # SGLang: top-k > 1 with pages > 1
+
+
+def handle_server_args(args) -> None:
+    """Resolve ADASERVE's arguments in place (``args``: SGLang's recording stand-in).
+    ValueError, with the flag to change, where SGLang could not run it."""
+    if args.speculative_draft_model_path is None:
+        raise ValueError("--speculative-algorithm ADASERVE drafts with a separate model: "
+                         "give it with --speculative-draft-model-path")
+    # --speculative-adaptive: SGLang already turns it off, with a warning, for every
+    # algorithm but EAGLE/EAGLE3; ADASERVE adapts depth and width itself (Eq. 8-9)
+    if getattr(args, "speculative_use_rejection_sampling", False):
+        raise ValueError("--speculative-use-rejection-sampling is EAGLE/EAGLE3 only in "
+                         "SGLang; ADASERVE verifies its trees greedily or by SGLang's "
+                         "tree sampling")
+    if args.max_running_requests is None:
+        args.max_running_requests = MAX_RUNNING
+        log.warning("ADASERVE: --max-running-requests set to %d, as SGLang does for "
+                    "speculative decoding", MAX_RUNNING)
+    args.enable_mixed_chunk = False  # a mixed step decodes running requests 1 token each
+    steps, topk, tokens = (args.speculative_num_steps, args.speculative_eagle_topk,
+                           args.speculative_num_draft_tokens)
+    if steps is None:
+        steps = args.speculative_num_steps = DEFAULT_SHAPE[0]
+    if topk is None:
+        topk = args.speculative_eagle_topk = DEFAULT_SHAPE[1]
+    if tokens is None:
+        tokens = args.speculative_num_draft_tokens = min(DEFAULT_SHAPE[2], _most(steps, topk))
+    if topk == 1 and tokens != steps + 1:  # a chain: SGLang's rule
+        tokens = args.speculative_num_draft_tokens = steps + 1
+    if not 2 <= tokens <= _most(steps, topk):
+        raise ValueError(f"--speculative-num-draft-tokens {tokens}: a tree of "
+                         f"{steps} steps and top-{topk} has 2 to {_most(steps, topk)} "
+                         f"verify positions (the root and its candidates)")
+    page = getattr(args, "page_size", None) or 1
+    backend = getattr(args, "attention_backend", None)
+    if topk > 1 and page > 1 and backend is not None and backend not in PAGE_TREE_BACKENDS:
+        raise ValueError(f"top-k {topk} with --page-size {page} needs attention backend "
+                         f"{' / '.join(PAGE_TREE_BACKENDS)} in SGLang, not {backend!r}")
+
+
+def _most(steps: int, topk: int) -> int:
+    """Verify positions SGLang's draft can fill: the root, top-k at the first step, then
+    SGLang keeps top-k of top-k*top-k candidates per further step."""
+    return 1 + topk + (steps - 1) * topk * topk
+
+
+def need_hidden_states_hook(original):
+    """AROUND hook on ``spec_utils.spec_need_hidden_states``: SGLang answers no for a
+    STANDALONE draft by the algorithm's name ("a vanilla LLM does not consume the target's
+    hidden states"); ADASERVE's draft is a standalone one."""
+    from sglang.srt.speculative.spec_utils import get_spec
+
+    if get_spec().speculative_algorithm == "ADASERVE":
+        return False
+    return original()

@@ -1,0 +1,81 @@
+"""``--speculative-algorithm ADASERVE`` resolves through SGLang's own ServerArgs pipeline
+(``resolve_once``, as its launcher calls it) to a draft shape the worker can start with,
+and arguments SGLang could not run are refused with the flag to change.
+
+A local config-only Llama checkpoint stands in for the models: resolution reads the
+architecture from config.json and loads no weights."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from sglang.srt.plugins import load_plugins
+from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative import spec_utils
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+         "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "num_hidden_layers": 2, "vocab_size": 256, "max_position_embeddings": 512,
+         "rms_norm_eps": 1e-5, "torch_dtype": "float32"}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("llama")
+    (d / "config.json").write_text(json.dumps(LLAMA))
+    load_plugins()
+    return str(d)
+
+
+def resolved(model, **kw) -> dict:
+    args = ServerArgs(model_path=model, device="cuda", speculative_algorithm="ADASERVE", **kw)
+    args.resolve_once()
+    return args.resolved_dict()
+
+
+def test_defaults_give_the_worker_a_tree_shape(model):
+    d = resolved(model, speculative_draft_model_path=model)
+    assert (d["speculative_num_steps"], d["speculative_eagle_topk"],
+            d["speculative_num_draft_tokens"]) == (5, 4, 8)
+    assert d["max_running_requests"] == 48 and d["enable_mixed_chunk"] is False
+    assert d["speculative_algorithm"] == "ADASERVE"
+
+
+def test_given_flags_are_kept_and_a_chain_is_made_consistent(model):
+    d = resolved(model, speculative_draft_model_path=model, speculative_num_steps=3,
+                 speculative_eagle_topk=2, speculative_num_draft_tokens=6,
+                 max_running_requests=16)
+    assert (d["speculative_num_steps"], d["speculative_eagle_topk"],
+            d["speculative_num_draft_tokens"], d["max_running_requests"]) == (3, 2, 6, 16)
+    d = resolved(model, speculative_draft_model_path=model, speculative_num_steps=3,
+                 speculative_eagle_topk=1, speculative_num_draft_tokens=8)
+    assert d["speculative_num_draft_tokens"] == 4  # a chain verifies root + its 3 steps
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({}, "--speculative-draft-model-path"),
+    ({"speculative_num_steps": 2, "speculative_eagle_topk": 2,
+      "speculative_num_draft_tokens": 9}, "2 to 7"),
+])
+def test_what_sglang_could_not_run_is_refused(model, kw, match):
+    if kw:
+        kw = {"speculative_draft_model_path": model, **kw}
+    with pytest.raises(ValueError, match=match):
+        resolved(model, **kw)
+
+
+def test_sglangs_adaptive_steps_stay_off(model):
+    # AdaServe adapts depth and width itself; SGLang turns its own adaptation off for
+    # every algorithm but EAGLE/EAGLE3, which the ADASERVE draft relies on
+    d = resolved(model, speculative_draft_model_path=model, speculative_adaptive=True)
+    assert d["speculative_adaptive"] is False and d["speculative_num_steps"] == 5
+
+
+def test_the_standalone_draft_takes_no_hidden_states(model, monkeypatch):
+    # SGLang decides it by the algorithm's name, STANDALONE only; the hook adds ours
+    for algo, want in [("ADASERVE", False), ("STANDALONE", False), ("EAGLE", True)]:
+        monkeypatch.setattr(spec_utils, "get_spec", lambda a=algo: SimpleNamespace(
+            speculative_algorithm=a, enable_multi_layer_eagle=False))
+        assert spec_utils.spec_need_hidden_states() is want, algo
