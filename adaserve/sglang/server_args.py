@@ -35,6 +35,11 @@ def handle_server_args(args) -> None:
         raise ValueError("--speculative-use-rejection-sampling is EAGLE/EAGLE3 only in "
                          "SGLang; ADASERVE verifies its trees greedily or by SGLang's "
                          "tree sampling")
+    from sglang.srt.runtime_context import attn_dp_enabled_of
+
+    if attn_dp_enabled_of(args):  # SGLang refuses it for STANDALONE by name
+        raise ValueError("DP attention (--dp-size with --enable-dp-attention): SGLang's "
+                         "standalone draft worker, which ADASERVE's is, does not support it")
     if args.max_running_requests is None:
         args.max_running_requests = MAX_RUNNING
         log.warning("ADASERVE: --max-running-requests set to %d, as SGLang does for "
