@@ -82,7 +82,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
             del captured
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-        budget = int(os.environ.get("ADASERVE_BUDGET", self.speculative_num_draft_tokens))
+        budget = int(os.environ.get("ADASERVE_BUDGET", 0)) or self.layout_budget()
         self.policy = make_policy(os.environ.get("ADASERVE_POLICY", "adaserve"), SchedulerConfig(
             budget=budget, max_depth=self.speculative_num_steps, max_width=self.topk))
         self.classes, self.default_class = configured_classes()
@@ -90,6 +90,15 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self.view: BatchView | None = None
         self.plan = None
         self.organized: Organized | None = None
+
+    def layout_budget(self) -> int:
+        """The default budget B: every position of SGLang's verify layout at the largest
+        batch (its request pool). SGLang verifies bs x N positions whatever is kept (no
+        ragged verify yet), so a smaller B would only drop candidates, never save
+        compute; with this one, what AdaServe still decides is the depth (Eq. 8) and, for
+        best-effort requests, nothing: SGLang's EAGLE-2 top-(N - 1). ADASERVE_BUDGET sets
+        B lower, to study per-request trees, not to speed anything up."""
+        return self.speculative_num_draft_tokens * int(self.req_to_token_pool.size)
 
     def batch_view(self, batch) -> BatchView:
         now = time.monotonic()

@@ -30,20 +30,28 @@ from adaserve.sglang.worker import AdaServeDraftWorker
 TOPK, STEPS, N = 2, 3, 6
 
 
-@pytest.fixture
-def worker(monkeypatch):
+def make_worker(monkeypatch, budget: str | None) -> AdaServeDraftWorker:
     load_plugins()
     monkeypatch.setenv("ADASERVE_SLO_CLASSES", "urgent=20,relaxed=400,best-effort")
     monkeypatch.setenv("ADASERVE_DEFAULT_CLASS", "relaxed")
-    monkeypatch.setenv("ADASERVE_BUDGET", "7")
+    if budget is None:
+        monkeypatch.delenv("ADASERVE_BUDGET", raising=False)
+    else:
+        monkeypatch.setenv("ADASERVE_BUDGET", budget)
     configured_classes.cache_clear()
     # as AdaServeWorker does: SGLang builds its StandaloneDraftWorker, we re-class it
     w = object.__new__(StandaloneDraftWorker)
     w.speculative_num_draft_tokens, w.speculative_num_steps, w.topk = N, STEPS, TOPK
+    w.req_to_token_pool = SimpleNamespace(size=8)  # SGLang's pool: max concurrent requests
     w.cuda_graph_runner = "a captured draft-decode graph"
     w.__class__ = AdaServeDraftWorker
     w.setup_adaserve()
-    yield w
+    return w
+
+
+@pytest.fixture
+def worker(monkeypatch):
+    yield make_worker(monkeypatch, "7")
     configured_classes.cache_clear()
 
 
@@ -118,3 +126,19 @@ def test_the_draft_never_replays_a_decode_graph(worker):
     worker.cuda_graph_runner = "re-captured by SGLang's adaptive steps"
     assert worker.cuda_graph_runner is None
     assert "cuda_graph_runner" not in worker.__dict__
+
+
+def test_by_default_best_effort_requests_get_sglangs_eagle2_trees(monkeypatch):
+    w = make_worker(monkeypatch, None)
+    assert w.policy.config.budget == N * 8  # the whole layout at the largest batch
+    monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_draft([]), raising=False)
+    reqs = [_req(f"b{i}", {"slo_class": "best-effort"}, 10, 1) for i in range(3)]
+    verify = w.draft(SimpleNamespace(reqs=reqs, forward_mode=ForwardMode.DECODE))
+    assert np.isnan(w.view.tpot_slo_s).all()
+    assert w.plan.depth == STEPS
+    # every one of SGLang's top-(N - 1) positions stays linked: EAGLE-2's tree as is
+    assert bool(w.organized.keep.all())
+    for b in range(3):
+        assert sum(len(children(verify.retrieve_next_token, verify.retrieve_next_sibling,
+                                b, p)) for p in range(N)) == N - 1
+    configured_classes.cache_clear()
