@@ -5,9 +5,8 @@ SGLang calls ``register()`` in every process it spawns (entry point group
 speculative-algorithm registry as a standalone-draft algorithm whose worker is SGLang's
 ``StandaloneWorkerV2`` with AdaServe's selection in the draft worker.
 
-Status (see README "SGLang"): registration, the selection seam (``select.organize``) and
-the unlinking (``links``) are tested on CPU against the installed sglang 0.5.23; the
-worker's iteration wiring has not yet run on a GPU.
+Status (see README "SGLang"): everything but the model forwards is tested on CPU against
+the installed sglang 0.5.23 (tests/sglang_tier); it has not yet run on a GPU.
 """
 
 from __future__ import annotations

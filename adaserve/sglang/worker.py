@@ -19,8 +19,9 @@ extend graph are SGLang's as usual. Keeping graphs for the draft would need the 
 output the per-step lists and the selection to run after replay: a patch of SGLang's
 draft graph runner, planned, not made (it can only be checked on a GPU).
 
-Not yet run on a GPU: everything above is exercised on CPU only through its parts
-(tests/sglang_tier).
+Not yet run on a GPU. On the CPU (tests/sglang_tier/test_worker.py) an iteration runs
+from SGLang's real ``Req`` objects through the organize hook at SGLang's call site and its
+tree kernel to the unlinked links; only the model forwards are missing.
 """
 
 from __future__ import annotations
