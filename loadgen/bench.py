@@ -109,11 +109,10 @@ def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path) ->
 
 def _fresh(path: Path) -> Path:
     """`path`, or path~2, ~3 ... where an earlier sweep (extended now) left its server log."""
-    n = 2
-    while path.exists():
-        path = path.with_name(f"{path.name.removesuffix('.log').rsplit('~', 1)[0]}~{n}.log")
-        n += 1
-    return path
+    fresh, n = path, 2
+    while fresh.exists():
+        fresh, n = path.with_name(f"{path.stem}~{n}.log"), n + 1
+    return fresh
 
 
 def main(args: argparse.Namespace) -> int:
