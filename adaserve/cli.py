@@ -1,4 +1,18 @@
-"""The ``adaserve`` command line. Sub-commands are registered by the components that own them."""
+"""AdaServe serves one LLM to many applications at once, each request with its own latency
+SLO (time per output token), and spends every iteration's token budget where it keeps the
+most requests on their SLO (fine-grained speculative decoding).
+
+common commands:
+  adaserve serve                    serve the model over HTTP (OpenAI-compatible API,
+                                    per-request SLOs, /metrics, /dashboard)
+  adaserve generate "Say hi"        run prompts through the embedded engine and print
+  adaserve loadgen --rate 1         send mixed-SLO traffic to a server, report attainment
+  adaserve bench                    compare the scheduling policies under the same load
+  adaserve policies                 list the scheduling policies
+
+`adaserve COMMAND --help` describes a command and its options. The manual is docs/ in the
+source repository (the README is its front page).
+"""
 
 from __future__ import annotations
 
@@ -9,15 +23,31 @@ from pathlib import Path
 from adaserve import __version__
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                     argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions keep their line breaks (they end in examples); an option that takes a
+    value shows its default, unless that is None or empty: then its help says what stands
+    in (a flag's default, off, goes without saying)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.nargs == 0 or action.default is None or action.default == "":
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="adaserve", description=__doc__)
+    # each component declares its own options (add_args next to its code); this file only
+    # names the sub-commands and dispatches to them
+    parser = argparse.ArgumentParser(prog="adaserve", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"adaserve {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     policies = sub.add_parser("policies", help="list the scheduling policies")
     policies.set_defaults(func=_list_policies)
 
     prof = sub.add_parser("profile", help="measure this machine: budget B, latency models, "
-                                          "baseline latency; writes the profile the engine loads")
+                                          "baseline latency; writes the profile the engine loads",
+                          formatter_class=_HelpFormatter)
     _model_args(prof)
     prof.add_argument("--out", type=Path, default=None,
                       help="where to write the profile (default: the cache path the engine reads)")
@@ -25,12 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--quick", action="store_true", help="a smaller latency grid")
     prof.set_defaults(func=_profile)
 
-    gen = sub.add_parser("generate", help="run prompts through the embedded engine and print")
+    gen = sub.add_parser("generate", help="run prompts through the embedded engine and print",
+                         formatter_class=_HelpFormatter)
     _model_args(gen)
-    gen.add_argument("prompts", nargs="+")
-    gen.add_argument("--policy", default=None, help="default: adaserve with a draft, else incremental")
-    gen.add_argument("--max-tokens", type=int, default=64)
-    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("prompts", nargs="+", help="one or more prompts, batched together")
+    gen.add_argument("--policy", default=None,
+                     help="scheduling policy (default: adaserve with a draft, else incremental)")
+    gen.add_argument("--max-tokens", type=int, default=64, help="output tokens per prompt")
+    gen.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     gen.add_argument("--chat", action="store_true", help="wrap each prompt in the chat template")
     gen.set_defaults(func=_generate)
 
@@ -42,27 +74,34 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_args(serve)
     serve.set_defaults(func=_serve)
 
+    from adaserve.loadgen.run import DESCRIPTION as _loadgen_doc, add_args as _loadgen_args
+
     lg = sub.add_parser("loadgen", help="open-loop mixed-SLO traffic against a server (Locust, "
-                                        "headless), then per-class attainment tables")
-    from adaserve.loadgen.run import add_args as _loadgen_args
+                                        "headless), then per-class attainment tables",
+                        description=_loadgen_doc, formatter_class=_HelpFormatter)
 
     _loadgen_args(lg)
     lg.set_defaults(func=_loadgen)
 
+    from adaserve.loadgen.bench import DESCRIPTION as _bench_doc, add_args as _bench_args
+
     bench = sub.add_parser("bench", help="policy sweeps: a server per policy, the same load "
-                                         "points for each; writes results/<experiment>/")
-    from adaserve.loadgen.bench import add_args as _bench_args
+                                         "points for each; writes results/<experiment>/",
+                           description=_bench_doc, formatter_class=_HelpFormatter)
 
     _bench_args(bench)
     bench.set_defaults(func=_bench)
 
     sgl = sub.add_parser("sglang", help="the SGLang plugin: `adaserve sglang check` checks the "
                                         "installed sglang against it")
-    sgl.add_argument("action", choices=["check"])
+    sgl.add_argument("action", choices=["check"],
+                     help="check: is the installed sglang the version the plugin was built "
+                          "against, and does every hook target exist in it")
     sgl.set_defaults(func=_sglang)
 
     dist = sub.add_parser("distill-draft", help="distil the draft for the default target from the "
-                                                "target's own outputs (writes a draft directory)")
+                                                "target's own outputs (writes a draft directory)",
+                          formatter_class=_HelpFormatter)
     dist.add_argument("--out", type=Path, default=None,
                       help="the draft directory to write (default: <cache>/drafts/<name>)")
     dist.add_argument("--work", type=Path, default=None,
@@ -107,9 +146,16 @@ def _loadgen(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from adaserve.server.listen import bind, explain
+
+    try:  # before torch is even imported: a taken port is refused at once
+        sock = bind(args.host, args.port)
+    except OSError as e:
+        print(explain(args.host, args.port, e), file=sys.stderr)
+        return 1
     from adaserve.server.main import main as serve_main
 
-    return serve_main(args)
+    return serve_main(args, sock)
 
 
 def _profile(args: argparse.Namespace) -> int:
