@@ -99,13 +99,14 @@ def _timestamp(text: str) -> float:
 
 
 def schedule(times: np.ndarray, mix: ClassMix, prompts: list[PromptSpec], seed: int = 0,
-             max_tokens: list[int] | None = None) -> list[Arrival]:
-    """Arrivals at ``times``: classes drawn from ``mix``, prompts taken in turn, output
-    lengths from ``max_tokens`` (a trace's GeneratedTokens) or the prompt's own."""
+             max_tokens: list[int] | None = None, mix_draw: str = "iid") -> list[Arrival]:
+    """Arrivals at ``times``: classes from ``mix`` (``mix_draw``: "exact" counts or "iid"
+    draws, see ClassMix.assign), prompts taken in turn, output lengths from ``max_tokens``
+    (a trace's GeneratedTokens) or the prompt's own."""
     if not prompts:
         raise ValueError("no prompts to send")
     rng = random.Random(seed)
-    classes = mix.draw(len(times), rng)
+    classes = mix.assign(len(times), rng, mix_draw)
     out = []
     for i, t in enumerate(np.asarray(times, dtype=float).tolist()):
         p = prompts[i % len(prompts)]

@@ -26,16 +26,34 @@ from pathlib import Path
 import httpx
 
 from adaserve.loadgen.extend import done, load_prior, ordered
+from adaserve.loadgen.options import add_mix_draw_args
 from adaserve.loadgen.run import machine
 from adaserve.loadgen.serve_process import ServeProcess
-from adaserve.loadgen.workload import DEFAULT_MIX
+from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
 EXPERIMENTS = ("rate", "urgent", "slo-scale")
 
+DESCRIPTION = """\
+Compare scheduling policies under the same load: for each policy, start `adaserve serve`,
+warm it, run every load point of the experiment with `adaserve loadgen` (every policy gets
+the same prompts, arrival times and SLO classes), stop it. Writes results/<experiment>/
+(or --out): summary.md (tables, plots, the goals evaluated from the data), summary.json
+and raw/ (each run's records), with the command, machine and date.
+
+experiments:
+  rate       attainment and goodput against the request rate (--rates)
+  urgent     attainment against the urgent share (--urgent) at --rate
+  slo-scale  attainment against the urgent SLO as a multiple of the baseline latency
+             (--scales) at --rate
+
+example:
+  adaserve bench --experiment rate --rates 0.5,1.0,1.5 --requests 30 --repeats 2"""
+
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--experiment", choices=EXPERIMENTS, default="rate")
+    p.add_argument("--experiment", choices=EXPERIMENTS, default="rate",
+                   help="what varies between the load points")
     p.add_argument("--policies", default=POLICIES, help="comma separated")
     p.add_argument("--rates", default="0.25,0.5,0.75,1.0", help="requests/s (rate experiment)")
     p.add_argument("--rate", type=float, default=0.25,
@@ -43,17 +61,27 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--urgent", default="0.2,0.4,0.6,0.8", help="urgent proportions")
     p.add_argument("--scales", default="1.0,0.9,0.8,0.7,0.6",
                    help="urgent SLO / baseline latency (slo-scale experiment)")
-    p.add_argument("--mix", default=DEFAULT_MIX)
+    p.add_argument("--mix", default=DEFAULT_MIX, help="SLO class weights, name=weight,...")
+    add_mix_draw_args(p.add_mutually_exclusive_group(), None, notes={
+        "exact": " (the default; with --extend, the default is the sweep's own)"})
     p.add_argument("--requests", type=int, default=40, help="requests per load point")
-    p.add_argument("--repeats", type=int, default=1, help="runs per point, other seeds")
-    p.add_argument("--prompts", default="mixed")
-    p.add_argument("--max-tokens", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ttft-slo-ms", type=float, default=5000.0)
-    p.add_argument("--out", type=Path, default=None, help="default results/<experiment>")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs per point, with seeds --seed, --seed + 1, ...")
+    p.add_argument("--prompts", choices=list(PROMPT_SETS), default="mixed",
+                   help="short, long or mixed prompt set")
+    p.add_argument("--max-tokens", type=int, default=0,
+                   help="output tokens per request (0: the prompt set's)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the first run's seed (arrival times, prompts, class assignment)")
+    p.add_argument("--ttft-slo-ms", type=float, default=5000.0,
+                   help="TTFT SLO of the TTFT+TPOT attainment variant")
+    p.add_argument("--out", type=Path, default=None,
+                   help="the sweep's directory (default: results/<experiment>)")
     p.add_argument("--extend", action="store_true",
                    help="add to the sweep already in --out: runs (policy, point, seed) it has "
-                        "are kept, not re-run; the experiment's settings must be the same")
+                        "are kept, not re-run; the experiment's settings must be the same, and "
+                        "the classes are assigned as the sweep's were (a sweep that records no "
+                        "assignment predates --mix-exact: i.i.d.)")
     p.add_argument("--serve-args", default="", help="extra flags for adaserve serve")
     p.add_argument("--baseline-ms", type=float, default=None,
                    help="baseline latency for every server (default: the first server's, "
@@ -102,7 +130,7 @@ def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path) ->
            "--rate", str(point.rate), "--requests", str(args.requests), "--mix", args.mix,
            "--urgent", str(point.urgent), "--prompts", args.prompts, "--max-tokens",
            str(args.max_tokens), "--seed", str(seed), "--ttft-slo-ms", str(args.ttft_slo_ms),
-           "--out", str(out)]
+           f"--mix-{args.mix_draw}", "--out", str(out)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     return json.loads((out / "summary.json").read_text())
 
@@ -124,6 +152,8 @@ def main(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     pts = points(args)
     prior, runs = load_prior(out, args) if args.extend else ({}, [])
+    # unset: an extension keeps the sweep's assignment (load_prior fills it in), else exact
+    args.mix_draw = args.mix_draw or prior.get("mix_draw", "exact")
     have = done(runs)
     todo = lambda policy, point: [args.seed + rep for rep in range(args.repeats)  # noqa: E731
                                   if (policy, point.label, args.seed + rep) not in have]
@@ -137,7 +167,8 @@ def main(args: argparse.Namespace) -> int:
                 "machine": machine(), "date": dt.datetime.now().isoformat(timespec="seconds"),
                 "wall_minutes": (time.time() - t_start) / 60}
         meta = {**this, "experiment": args.experiment, "requests_per_point": args.requests,
-                "repeats": args.repeats, "mix": args.mix, "prompts": args.prompts,
+                "repeats": args.repeats, "mix": args.mix, "mix_draw": args.mix_draw,
+                "prompts": args.prompts,
                 "ttft_slo_ms": args.ttft_slo_ms, "max_tokens": args.max_tokens,
                 "serve_args": args.serve_args}
         if args.extend:

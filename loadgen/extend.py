@@ -22,7 +22,8 @@ class ExtendError(ValueError):
 
 def load_prior(out: Path, args: argparse.Namespace) -> tuple[dict, list[dict]]:
     """The earlier sweep's meta and runs, after checking it is the same experiment. Keys an
-    older summary lacks are checked against what its runs recorded where they can be."""
+    older summary lacks are checked against what its runs recorded where they can be; the
+    meta returned always names the sweep's class assignment (``mix_draw``)."""
     path = out / "summary.json"
     if not path.exists():
         raise ExtendError(f"--extend: {path} does not exist; run the sweep without --extend")
@@ -32,6 +33,12 @@ def load_prior(out: Path, args: argparse.Namespace) -> tuple[dict, list[dict]]:
         if key in data and data[key] != getattr(args, arg):
             raise ExtendError(f"--extend: {path} has {key}={data[key]!r}, this command "
                               f"{getattr(args, arg)!r}; an extension must be the same experiment")
+    # sweeps from before --mix-exact record no assignment: their classes were drawn i.i.d.
+    recorded = data.setdefault("mix_draw", "iid")
+    if args.mix_draw not in (None, recorded):
+        raise ExtendError(f"--extend: {path} assigned classes with --mix-{recorded}, this "
+                          f"command asks --mix-{args.mix_draw}; drop the flag to keep the "
+                          "sweep's, or write the other assignment to a new --out")
     rate = getattr(args, "rate", None)
     if args.experiment != "rate":
         seen = {r["rate"] for r in runs}

@@ -23,7 +23,7 @@ import requests
 from locust import HttpUser, constant, events, task
 
 from adaserve.loadgen.arrivals import Arrival, gamma_times, read_trace, schedule
-from adaserve.loadgen.options import add_traffic_args
+from adaserve.loadgen.options import add_mix_draw_args, add_traffic_args
 from adaserve.loadgen.records import Record, write_jsonl
 from adaserve.loadgen.workload import ClassMix, prompt_set
 
@@ -32,6 +32,8 @@ from adaserve.loadgen.workload import ClassMix, prompt_set
 def _options(parser) -> None:
     # Locust's own parser: only its add_argument knows include_in_web_ui
     add_traffic_args(parser, include_in_web_ui=True)
+    # two flags setting one value: the web UI would show one text field with one's help
+    add_mix_draw_args(parser, "iid", include_in_web_ui=False)
     parser.add_argument("--records", default="loadgen-records.jsonl", include_in_web_ui=True,
                         help="where the per-request JSONL goes")
     parser.add_argument("--class-tpot-ms", default="", include_in_web_ui=False,
@@ -54,7 +56,7 @@ def build_plan(opts) -> list[Arrival]:
     prompts = prompt_set(opts.prompts, max(1, min(len(times), 512)), opts.seed)
     if opts.max_tokens > 0:
         gen_tokens = [opts.max_tokens] * len(times)
-    return schedule(times, mix, prompts, opts.seed, gen_tokens)
+    return schedule(times, mix, prompts, opts.seed, gen_tokens, opts.mix_draw)
 
 
 class SLOTraffic(HttpUser):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
+from adaserve.loadgen.workload import DEFAULT_MIX, MIX_DRAWS, PROMPT_SETS
 
 TRAFFIC: tuple[tuple[str, dict], ...] = (
     ("--arrival", dict(choices=["poisson", "gamma", "trace"], default="poisson",
@@ -26,8 +26,16 @@ TRAFFIC: tuple[tuple[str, dict], ...] = (
     ("--max-tokens", dict(type=int, default=0,
                           help="output tokens per request (0: the prompt set's, or the "
                                "trace's)")),
-    ("--seed", dict(type=int, default=0)),
+    ("--seed", dict(type=int, default=0,
+                    help="seeds the arrival times, the prompts and the class assignment")),
 )
+
+MIX_DRAW_HELP = {
+    "exact": "give each class exactly its share of the requests (share x requests, "
+             "largest-remainder rounding), in an order shuffled by --seed",
+    "iid": "draw each request's class independently from the mix, so the shares vary with "
+           "the seed (every run made before --mix-exact existed was drawn so)",
+}
 
 
 def add_traffic_args(parser, **extra) -> None:
@@ -36,9 +44,20 @@ def add_traffic_args(parser, **extra) -> None:
         parser.add_argument(flag, **kw, **extra)
 
 
+def add_mix_draw_args(parser, default: str | None, notes: dict[str, str] | None = None,
+                      **extra) -> None:
+    """--mix-exact and --mix-iid, which set ``mix_draw`` (see ClassMix.assign); ``notes``
+    adds to a flag's help, ``extra`` goes to both. Pass a mutually exclusive group as
+    ``parser`` where the parser allows it (Locust's knows its extra keywords only itself)."""
+    for how in MIX_DRAWS:
+        parser.add_argument(f"--mix-{how}", dest="mix_draw", action="store_const", const=how,
+                            default=default, help=MIX_DRAW_HELP[how] + (notes or {}).get(how, ""),
+                            **extra)
+
+
 def traffic_argv(args: argparse.Namespace) -> list[str]:
     """The parsed values as command-line flags again, for the Locust process."""
     out = []
     for flag, _ in TRAFFIC:
         out += [flag, str(getattr(args, flag[2:].replace("-", "_")))]
-    return out
+    return out + [f"--mix-{args.mix_draw}"]

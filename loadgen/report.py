@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from adaserve.loadgen.records import read_jsonl
+from adaserve.loadgen.workload import MIX_DRAWS
 
 BASELINES_EXCLUDE = "adaserve"
 X_LABEL = {"rate": "request rate (requests/s)", "urgent": "urgent proportion",
@@ -54,7 +55,8 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
                for e in meta.get("extensions", [])),
              f"- {meta['requests_per_point']} requests per point, {meta['repeats']} run(s) per "
              f"point (with several runs: mean (min-max)), prompt set {meta['prompts']}, class "
-             f"mix {meta['mix']}; every policy gets the same prompts and arrival seeds",
+             f"mix {meta['mix']}, {MIX_DRAWS[meta.get('mix_draw', 'iid')]}; every policy gets "
+             "the same prompts, arrival times and classes",
              f"- server: {_server(runs)}", "",
              "Attainment: requests within their TPOT SLO / requests sent with an SLO; goodput: "
              "output tokens per second of requests that met their SLO (seed 002 §6, DESIGN.md "

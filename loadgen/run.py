@@ -19,19 +19,34 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from adaserve.loadgen.options import add_mix_draw_args, add_traffic_args, traffic_argv
 from adaserve.loadgen.records import read_jsonl, summarize, summary_table
-from adaserve.loadgen.options import add_traffic_args, traffic_argv
+from adaserve.loadgen.workload import MIX_DRAWS
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+
+DESCRIPTION = """\
+Send open-loop mixed-SLO traffic to a running AdaServe server (or SGLang with the plugin)
+and report SLO attainment and goodput per class. Requests go out at their scheduled times
+whatever is still outstanding, each with an SLO class (the X-SLO-Class header); the run is
+Locust, headless, with one dispatcher user. Writes to --out: records.jsonl (one line per
+request), summary.json, summary.md and Locust's CSV statistics.
+
+example:
+  adaserve loadgen --host http://127.0.0.1:8000 --rate 1 --requests 100 --out loadgen-out"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="http://127.0.0.1:8000", help="the server's base URL")
     add_traffic_args(p)
+    add_mix_draw_args(p.add_mutually_exclusive_group(), "iid", notes={
+        "iid": " (the default, so a recorded command draws the same classes again)"})
     p.add_argument("--ttft-slo-ms", type=float, default=5000.0,
                    help="TTFT SLO of the TTFT+TPOT attainment variant")
-    p.add_argument("--out", type=Path, default=Path("loadgen-out"))
-    p.add_argument("--web", action="store_true", help="open Locust's web UI instead")
+    p.add_argument("--out", type=Path, default=Path("loadgen-out"),
+                   help="directory for the records, summaries and Locust CSVs")
+    p.add_argument("--web", action="store_true",
+                   help="open Locust's web UI instead of running headless")
 
 
 def locust_command(args: argparse.Namespace) -> list[str]:
@@ -65,7 +80,8 @@ def main(args: argparse.Namespace) -> int:
     meta = {"command": "adaserve loadgen " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
             "machine": machine(),
             "date": dt.datetime.now().isoformat(timespec="seconds"),
-            "server": info, "requests": len(records), "ttft_slo_ms": args.ttft_slo_ms}
+            "server": info, "requests": len(records), "ttft_slo_ms": args.ttft_slo_ms,
+            "mix_draw": args.mix_draw}
     (args.out / "summary.json").write_text(json.dumps(
         {**meta, "rows": [asdict(r) for r in rows]}, indent=2))
     text = "\n".join([
@@ -75,7 +91,8 @@ def main(args: argparse.Namespace) -> int:
         f"- {len(records)} requests, {args.arrival} arrivals"
         + (f" at {args.rate:g}/s" if args.arrival != "trace" else f" from {args.trace}")
         + f", prompt set {args.prompts}, class mix {args.mix}"
-        + (f" with urgent share {args.urgent:g}" if args.urgent >= 0 else ""), "",
+        + (f" with urgent share {args.urgent:g}" if args.urgent >= 0 else "")
+        + f"; {MIX_DRAWS[args.mix_draw]}", "",
         "Attainment = requests within their TPOT SLO / requests sent with an SLO (refused or "
         "failed ones count as missed); goodput = output tokens of requests that met their "
         "SLO (best effort: completed) per second of the run; TPOT and TTFT measured by the "

@@ -17,6 +17,10 @@ from adaserve.distill.prompts import TOPICS, phase1
 
 DEFAULT_MIX = "urgent=0.6,moderate=0.2,relaxed=0.2"
 PROMPT_SETS = ("short", "long", "mixed")
+# how requests get their classes (ClassMix.assign), and how result pages say it
+MIX_DRAWS = {"exact": "exact class counts (share x requests, largest remainder), shuffled by "
+                      "the seed",
+             "iid": "classes drawn i.i.d. per request (the shares vary with the seed)"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +71,34 @@ class ClassMix:
         return ClassMix(out)
 
     def draw(self, n: int, rng: random.Random) -> list[str]:
+        """n classes drawn i.i.d.: the realized shares vary with the seed (14 to 20 of 30
+        urgent at 0.6 for seeds 0-2). Kept draw for draw as it was, so committed sweeps
+        re-run with the same seed get the same classes."""
         names = list(self.weights)
         return rng.choices(names, weights=[self.weights[k] for k in names], k=n)
+
+    def counts(self, n: int) -> dict[str, int]:
+        """Exact counts for n requests: share x n, rounded by largest remainder (the floors
+        first, then one more each to the largest fractions, ties to the class listed first)."""
+        # rounded so that 0.6 x 30 = 17.999999999999996 counts as the whole 18 it means
+        quota = {k: round(w * n, 9) for k, w in self.weights.items()}
+        out = {k: math.floor(q) for k, q in quota.items()}
+        by_fraction = sorted(quota, key=lambda k: out[k] - quota[k])  # stable: mix order
+        for k in by_fraction[:n - sum(out.values())]:
+            out[k] += 1
+        return out
+
+    def exact(self, n: int, rng: random.Random) -> list[str]:
+        """n classes in exactly ``counts(n)``, in an order shuffled by ``rng``."""
+        out = [k for k, c in self.counts(n).items() for _ in range(c)]
+        rng.shuffle(out)
+        return out
+
+    def assign(self, n: int, rng: random.Random, how: str) -> list[str]:
+        """n classes, ``how`` one of MIX_DRAWS: "exact" or "iid"."""
+        if how not in MIX_DRAWS:
+            raise ValueError(f"class assignment must be one of {list(MIX_DRAWS)}, got {how!r}")
+        return self.exact(n, rng) if how == "exact" else self.draw(n, rng)
 
     def spec(self) -> str:
         return ",".join(f"{k}={w:.4g}" for k, w in self.weights.items())

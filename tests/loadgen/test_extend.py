@@ -1,5 +1,6 @@
 """`adaserve bench --extend`: only the missing (policy, point, seed) runs are made, the
-sweep is checkpointed after each run, and a different experiment is refused.
+sweep is checkpointed after each run, a different experiment is refused, and an extension
+assigns classes as the sweep did (exact, or i.i.d. for sweeps from before exact existed).
 
 The server and the load generator are replaced here by stand-ins that record what they
 were asked for: what is under test is the sweep's bookkeeping, not a measurement (the
@@ -124,3 +125,66 @@ def test_order_follows_the_command_then_the_earlier_sweep():
     got = [(r["policy"], r["point"], r["seed"]) for r in ordered(runs, ["a", "b"], ["1.0", "0.6"])]
     assert got == [("a", "1.0", 0), ("a", "0.6", 0), ("a", "0.6", 1), ("b", "0.6", 0),
                    ("old", "1.0", 0)]
+
+
+@pytest.fixture
+def draws(sweep, monkeypatch):
+    """The class assignment each run was asked for."""
+    seen, inner = [], bench.run_point
+
+    def run_point(args, *rest):
+        seen.append(args.mix_draw)
+        return inner(args, *rest)
+
+    monkeypatch.setattr(bench, "run_point", run_point)
+    return seen
+
+
+def test_a_sweep_assigns_classes_exactly_unless_told_and_says_which(tmp_path, draws):
+    bench.main(_args(tmp_path / "new", scales="1.0"))
+    assert draws == ["exact", "exact"]
+    assert json.loads((tmp_path / "new" / "summary.json").read_text())["mix_draw"] == "exact"
+    assert "exact class counts" in (tmp_path / "new" / "summary.md").read_text()
+    draws.clear()
+    bench.main(_args(tmp_path / "iid", scales="1.0", mix_iid=True))
+    assert draws == ["iid", "iid"]
+    assert "drawn i.i.d." in (tmp_path / "iid" / "summary.md").read_text()
+
+
+def test_an_extension_keeps_the_sweeps_assignment(tmp_path, draws):
+    bench.main(_args(tmp_path, scales="1.0", mix_iid=True))
+    # a sweep from before exact assignment existed: no mix_draw in its summary
+    path = tmp_path / "summary.json"
+    old = json.loads(path.read_text())
+    del old["mix_draw"]
+    path.write_text(json.dumps(old))
+    draws.clear()
+    bench.main(_args(tmp_path, scales="1.0,0.6", extend=True))
+    assert draws == ["iid", "iid"]  # the new point, both policies, drawn as the old ones were
+    assert json.loads(path.read_text())["mix_draw"] == "iid"
+    assert "drawn i.i.d." in (tmp_path / "summary.md").read_text()
+    with pytest.raises(ExtendError, match="--mix-iid, this command asks --mix-exact"):
+        load_prior(tmp_path, _args(tmp_path, scales="1.0", extend=True, mix_exact=True))
+    load_prior(tmp_path, _args(tmp_path, scales="1.0", extend=True, mix_iid=True))  # agrees
+
+
+def test_an_exact_sweep_is_not_extended_with_iid_draws(tmp_path, sweep):
+    bench.main(_args(tmp_path, scales="1.0"))
+    with pytest.raises(ExtendError, match="--mix-exact, this command asks --mix-iid"):
+        load_prior(tmp_path, _args(tmp_path, scales="1.0", extend=True, mix_iid=True))
+
+
+def test_run_point_hands_the_assignment_to_loadgen(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from adaserve.cli import build_parser
+
+    cmds = []
+    monkeypatch.setattr(bench.subprocess, "run", lambda cmd, **kw: cmds.append(cmd))
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "summary.json").write_text("{}")
+    for flag, want in [("mix_exact", "exact"), ("mix_iid", "iid")]:
+        args = _args(tmp_path, **{flag: True})
+        bench.run_point(args, SimpleNamespace(url="http://x"), bench.Point("1.0", 0.5, -1.0, 1.0),
+                       0, tmp_path / "p")
+        assert build_parser().parse_args(cmds[-1][3:]).mix_draw == want
