@@ -7,7 +7,8 @@ engine and the SGLang plugin call the same code and tests run on fabricated inpu
 from adaserve.scheduler.acceptance import AcceptanceTracker, Calibration, expected_chain_tokens
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
-from adaserve.scheduler.latency import LatencyModel, LatencySample, find_knee
+from adaserve.scheduler.latency import (BUDGET_MAX_RATIO, Budget, LatencyModel, LatencySample,
+                                        budget_by_ratio, find_knee)
 from adaserve.scheduler.oracle import OracleResult, algorithm1
 from adaserve.scheduler.policies import POLICIES, Policy, make_policy
 from adaserve.scheduler.pool import PoolFull, RequestPool
@@ -24,10 +25,10 @@ from adaserve.scheduler.slo import SLO, BatchView, RequestProgress, capped_requi
 from adaserve.scheduler.tree import CandidateBatch, CandidateTree
 
 __all__ = [
-    "AcceptanceTracker", "BatchView", "CalibratedLatency", "Calibration", "CandidateBatch", "CandidateTree",
+    "AcceptanceTracker", "BUDGET_MAX_RATIO", "BatchView", "Budget", "CalibratedLatency", "Calibration", "CandidateBatch", "CandidateTree",
     "IterationLatency", "LatencyModel", "LatencySample", "OracleResult", "POLICIES", "Policy",
     "PoolFull", "RequestPool", "RequestProgress", "SLO", "SchedulerConfig", "Selection",
-    "SpecPlan", "algorithm1", "capped_requirement", "depth_width", "expected_chain_tokens",
+    "SpecPlan", "algorithm1", "budget_by_ratio", "capped_requirement", "depth_width", "expected_chain_tokens",
     "find_knee", "make_policy", "select_all", "select_equal_share", "select_global_greedy",
     "select_roots", "select_slo_customized",
 ]

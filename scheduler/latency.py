@@ -225,3 +225,37 @@ def _knee_points(tokens: Any, latency_s: Any) -> tuple[np.ndarray, np.ndarray]:
         )
     uy = np.bincount(inverse, weights=y) / np.bincount(inverse)
     return ux, uy
+
+
+BUDGET_MAX_RATIO = 1.15  # a verify may cost at most 15% more than a plain one-token step
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Budget B by the ratio rule, with the measurement it was read from."""
+
+    tokens: int
+    ratio: float  # latency at `tokens` / latency at the smallest count (after the cummax)
+    max_ratio: float
+
+
+def budget_by_ratio(tokens: Any, latency_s: Any, *, max_ratio: float = BUDGET_MAX_RATIO) -> Budget:
+    """Budget B: the largest profiled token count whose forward costs <= max_ratio x the
+    forward at the smallest count (one token).
+
+    Why not the hinge knee: on a CPU whose forward grows nearly linearly from one token,
+    a hinge fit either finds no bend or finds one far past where verifying stops being
+    nearly free, and a B whose verify costs more than the draft's accepted tokens repay
+    loses to no speculation. The ratio rule asks the question speculation depends on: how
+    many tokens ride almost free. A forward cannot get
+    cheaper with more tokens, so the curve is made non-decreasing first (a running max):
+    one lucky fast sample at a large count cannot stretch B past a slow one below it.
+    """
+    if not (math.isfinite(max_ratio) and max_ratio >= 1.0):
+        raise ValueError(f"max_ratio must be a finite number >= 1, got {max_ratio!r}")
+    x, y = _knee_points(tokens, latency_s)
+    if y[0] <= 0:
+        raise ValueError("the smallest token count's latency must be > 0 to take ratios")
+    ratio = np.maximum.accumulate(y) / y[0]  # (P,)
+    at = int(np.flatnonzero(ratio <= max_ratio)[-1])  # index 0 always qualifies
+    return Budget(tokens=int(round(x[at])), ratio=float(ratio[at]), max_ratio=float(max_ratio))

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from adaserve.scheduler.latency import Knee, LatencyModel, LatencySample, find_knee
+from adaserve.scheduler.latency import Knee, LatencyModel, LatencySample, budget_by_ratio, find_knee
 
 # Profiling grid: powers of two plus the 1.5x points between them, 1..1024 (steps <= 1.5x).
 GRID = np.unique(np.concatenate([2 ** np.arange(11), np.round(1.5 * 2 ** np.arange(1, 10))]))
@@ -192,3 +192,36 @@ def test_knee_rejects_bad_profiles(tokens, latency, match):
 def test_knee_rejects_bad_min_bend():
     with pytest.raises(ValueError, match="min_bend"):
         find_knee([1, 2, 4, 8], [1.0, 1.0, 1.0, 2.0], min_bend=0.5)
+
+
+# ---- budget by the ratio rule --------------------------------------------------------------
+
+def test_budget_is_the_largest_count_within_the_ratio_of_one_token():
+    tokens = [1, 2, 4, 8, 16, 32]
+    latency = [10.0, 10.2, 10.9, 11.4, 14.0, 20.0]  # 16 costs 1.40x: past 1.15
+    b = budget_by_ratio(tokens, latency)
+    assert b.tokens == 8 and b.ratio == pytest.approx(1.14) and b.max_ratio == 1.15
+    assert budget_by_ratio(tokens, latency, max_ratio=1.5).tokens == 16
+    assert budget_by_ratio(tokens, latency, max_ratio=1.0).tokens == 1
+
+
+def test_a_lucky_fast_sample_past_a_slow_one_does_not_stretch_the_budget():
+    # 32 measured fast (noise), but 16 already costs 1.4x: a forward cannot get cheaper
+    tokens = [1, 2, 4, 8, 16, 32]
+    assert budget_by_ratio(tokens, [10.0, 10.1, 10.5, 11.0, 14.0, 10.5]).tokens == 8
+
+
+def test_a_flat_curve_gives_its_largest_count():
+    # a GPU in its memory-bound range: every profiled count rides free
+    assert budget_by_ratio([1, 64, 128, 256], [0.020, 0.0205, 0.021, 0.0215]).tokens == 256
+
+
+@pytest.mark.parametrize("ratio", [0.99, float("nan"), float("inf")])
+def test_budget_ratio_must_be_at_least_one(ratio):
+    with pytest.raises(ValueError, match="max_ratio"):
+        budget_by_ratio([1, 2, 4, 8], [1.0, 1.0, 1.0, 1.0], max_ratio=ratio)
+
+
+def test_budget_needs_a_positive_one_token_latency():
+    with pytest.raises(ValueError, match="> 0"):
+        budget_by_ratio([1, 2, 4, 8], [0.0, 1.0, 1.0, 1.0])
