@@ -12,6 +12,7 @@ import csv
 import datetime as dt
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,21 @@ def gamma_times(rate: float, cv: float, n: int, seed: int = 0) -> np.ndarray:
     shape = 1.0 / cv**2
     gaps = np.random.default_rng(seed).gamma(shape, 1.0 / (shape * rate), size=n)
     return np.cumsum(gaps) - (gaps[0] if n else 0.0)  # the first request goes at t = 0
+
+
+def wait_until(deadline: float, clock: Callable[[], float],
+               sleep: Callable[[float], None], spin: float = 0.002) -> float:
+    """Sleep until ``clock()`` reaches ``deadline``; returns that reading, never earlier.
+
+    A sleep can end early: gevent's timers count from the event loop's cached time, which
+    is stale by whatever ran since the loop last turned (the dispatcher's timers fired up
+    to 9 ms early in the committed records), so the clock is read again after every sleep.
+    The last ``spin`` seconds are sleep(0)s, which yield to the other greenlets but, unlike
+    a short timer (millisecond resolution), do not overshoot."""
+    while (now := clock()) < deadline:
+        left = deadline - now
+        sleep(left - spin if left > spin else 0)
+    return now
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import gevent
 import requests
 from locust import HttpUser, constant, events, task
 
-from adaserve.loadgen.arrivals import Arrival, gamma_times, read_trace, schedule
+from adaserve.loadgen.arrivals import Arrival, gamma_times, read_trace, schedule, wait_until
 from adaserve.loadgen.options import add_mix_draw_args, add_traffic_args
 from adaserve.loadgen.records import Record, write_jsonl
 from adaserve.loadgen.workload import ClassMix, prompt_set
@@ -98,7 +98,8 @@ class SLOTraffic(HttpUser):
                   f"{(sum(att) / len(att) if att else 0):.0%}", flush=True)
 
     def _send(self, a: Arrival, t0: float) -> None:
-        now = time.monotonic() - t0
+        # spawn_later may wake this greenlet early; the request must not go before its time
+        now = wait_until(a.t, lambda: time.monotonic() - t0, gevent.sleep)
         rec = Record(a.index, a.slo_class, self.slo_ms.get(a.slo_class), a.t, now)
         self.records.append(rec)
         body = {"messages": a.prompt.as_messages(), "max_tokens": a.max_tokens, "stream": True,

@@ -51,14 +51,26 @@ def test_headless_run_summarizes_per_class_from_real_streams(server, tmp_path):
     records = read_jsonl(out / "records.jsonl")
     assert len(records) == 12
     for r in records:
-        # the client counted the tokens the server says it sent, and its own TPOT is near
-        # the server's (same tokens, times taken at the two ends of a loopback socket)
         assert r.status == "ok" and 1 <= r.output_tokens <= 6
         assert r.server["slo_class"] == r.slo_class
         assert r.slo_ms == pytest.approx(r.server["slo_tpot_ms"])
-        assert r.sent_s >= r.scheduled_s - 0.01  # open loop: never early
+        # open loop: never early (wait_until), and not held back by the requests still
+        # outstanding (their TTFTs reach 30 s here)
+        assert r.scheduled_s <= r.sent_s < r.scheduled_s + 1.0
         if r.tpot_ms is not None and r.server["tpot_ms"] is not None:
-            assert abs(r.tpot_ms - r.server["tpot_ms"]) < 0.5 * r.server["tpot_ms"] + 30
+            # The client times the same first and last token as the server, at the other
+            # end of a loopback socket, so the spans (TPOT x gaps) differ by the two chunks'
+            # delivery jitter. In the committed records (results/{rate,urgent,slo-scale}/raw,
+            # 3,900 requests of 19-64 tokens) they differed by under 1% of the span (TPOT:
+            # p99 0.27 ms, max 2.4 ms = 153 ms of span); here by up to 15 ms over 5 gaps.
+            # 50 ms + 2% of the span leaves room for a loaded machine. Not covered: a reply
+            # whose first token has no text yet (part of a UTF-8 character, held back by the
+            # server) is timed by the client from its first text: 54 committed records,
+            # TPOT 1.7-13.4% low. None of this test's replies starts so.
+            gaps = r.output_tokens - 1
+            span_diff = abs(r.tpot_ms - r.server["tpot_ms"]) * gaps
+            assert span_diff < 50 + 0.02 * r.server["tpot_ms"] * gaps, (r.index, r.tpot_ms,
+                                                                        r.server)
     attained = [r for r in records if r.attained]
     for c in ("urgent", "moderate", "relaxed"):
         mine = [r for r in records if r.slo_class == c]
