@@ -58,7 +58,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rates", default="0.25,0.5,0.75,1.0", help="requests/s (rate experiment)")
     p.add_argument("--rate", type=float, default=0.25,
                    help="requests/s of the urgent and slo-scale experiments")
-    p.add_argument("--urgent", default="0.2,0.4,0.6,0.8", help="urgent proportions")
+    p.add_argument("--urgent", default="0.2,0.4,0.6,0.8",
+                   help="urgent proportions (urgent experiment)")
     p.add_argument("--scales", default="1.0,0.9,0.8,0.7,0.6",
                    help="urgent SLO / baseline latency (slo-scale experiment)")
     p.add_argument("--mix", default=DEFAULT_MIX, help="SLO class weights, name=weight,...")
@@ -82,7 +83,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "are kept, not re-run; the experiment's settings must be the same, and "
                         "the classes are assigned as the sweep's were (a sweep that records no "
                         "assignment predates --mix-exact: i.i.d.)")
-    p.add_argument("--serve-args", default="", help="extra flags for adaserve serve")
+    p.add_argument("--serve-args", default="",
+                   help="extra flags for every `adaserve serve`, e.g. '--budget 4'")
     p.add_argument("--baseline-ms", type=float, default=None,
                    help="baseline latency for every server (default: the first server's, "
                         "from its profile or measured, then passed to all the others, so "

@@ -14,7 +14,8 @@ TRAFFIC: tuple[tuple[str, dict], ...] = (
     ("--cv", dict(type=float, default=2.0,
                   help="coefficient of variation of gamma gaps (> 1: bursty)")),
     ("--trace", dict(default="",
-                     help="Azure LLM trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens)")),
+                     help="Azure LLM trace CSV for --arrival trace (TIMESTAMP, "
+                          "ContextTokens, GeneratedTokens)")),
     ("--time-scale", dict(type=float, default=1.0,
                           help="multiplies trace gaps (0.5: twice as fast)")),
     ("--requests", dict(type=int, default=50, help="requests in the run")),
