@@ -42,8 +42,13 @@ def _children(tree: CandidateTree) -> list[list[int]]:
 
 
 def algorithm1(trees: Sequence[CandidateTree], thresholds: Sequence[float],
-               budget: int) -> OracleResult:
-    """Optimal trees for the given per-request thresholds A(r_i), or INVALID."""
+               budget: int, n_max: int | None = None) -> OracleResult:
+    """Optimal trees for the given per-request thresholds A(r_i), or INVALID.
+
+    ``n_max``: Algorithm 2's cap (line 12) carried into step 1: a request stops adding
+    once it holds n_max tokens, threshold met or not (not INVALID: the cap is a choice,
+    not a failure); step 2 may still give it more. None: no cap, Algorithm 1 as published.
+    """
     n = len(trees)
     kids = [_children(t) for t in trees]
     f = [np.exp(t.log_prob) for t in trees]
@@ -69,8 +74,9 @@ def algorithm1(trees: Sequence[CandidateTree], thresholds: Sequence[float],
         open_children(i, 0, frontiers[i])
     # Step 1 (lines 7-15): each request in turn adds its best open node until it reaches
     # its threshold; running out of budget or of nodes first means INVALID.
+    cap = n_max if n_max is not None else np.inf
     for i in range(n):
-        while acc[i] < thresholds[i] - SLO_EPS:
+        while acc[i] < thresholds[i] - SLO_EPS and len(chosen[i]) < cap:
             if remaining <= 0 or not frontiers[i]:
                 return OracleResult(False, tuple(np.empty(0, np.int64) for _ in range(n)),
                                     np.zeros(n))

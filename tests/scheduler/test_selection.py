@@ -63,6 +63,43 @@ def test_adaserve_agrees_with_algorithm1(batch_trees, budget, data):
             np.testing.assert_array_equal(sel.nodes(i), oracle.selected[i])
 
 
+@settings(max_examples=300, deadline=None)
+@given(batch_trees=batches, budget=st.integers(0, 40), n_max=st.integers(1, 4), data=st.data())
+def test_adaserve_agrees_with_algorithm1_under_n_max(batch_trees, budget, n_max, data):
+    """n_max small enough to bind often: a request stops at n_max tokens in the SLO phase,
+    and only the throughput phase may give it more; the oracle does the same."""
+    batch = CandidateBatch.from_trees(batch_trees)
+    a = np.array(data.draw(st.lists(st.floats(0.0, 6.0), min_size=batch.n, max_size=batch.n)))
+    a_cap = capped_requirement(a, int(batch.depth.max()))
+    sel = _adaserve(batch, budget, a, n_max)
+    oracle = algorithm1(batch_trees, a_cap, budget, n_max=n_max)
+    if oracle.valid:
+        for i in range(batch.n):
+            np.testing.assert_array_equal(sel.nodes(i), oracle.selected[i])
+
+
+def test_n_max_binds_and_the_throughput_phase_spends_the_rest():
+    # two chains; request 0 needs 3 tokens (A_cap 3) but n_max = 2 lets it take one node in
+    # the SLO phase; the throughput phase then ranks every open node by f across both
+    chain0 = CandidateTree.from_edges([-1, 0, 1, 2], [1, 2, 3, 4], np.log([1.0, 0.5, 0.9, 0.9]))
+    chain1 = CandidateTree.from_edges([-1, 0, 1], [5, 6, 7], np.log([1.0, 0.8, 0.9]))
+    batch = CandidateBatch.from_trees([chain0, chain1])
+    a = np.array([3.0, 0.0])
+    # f: chain0 0.5, 0.45, 0.405; chain1 0.8, 0.72. Budget 5 = 2 roots + 3.
+    sel = _adaserve(batch, 5, a, n_max=2)
+    oracle = algorithm1([chain0, chain1], capped_requirement(a, 3), 5, n_max=2)
+    assert oracle.valid
+    # SLO phase: chain0's node 1 (f 0.5); then throughput: chain1's 0.8 and 0.72
+    np.testing.assert_array_equal(sel.nodes(0), [0, 1])
+    np.testing.assert_array_equal(sel.nodes(1), [0, 1, 2])
+    for i in range(2):
+        np.testing.assert_array_equal(sel.nodes(i), oracle.selected[i])
+    # without the cap the SLO phase takes all three of chain0's nodes (sum 2.355 < 3)
+    uncapped = _adaserve(batch, 5, a)
+    np.testing.assert_array_equal(uncapped.nodes(0), [0, 1, 2, 3])
+    np.testing.assert_array_equal(uncapped.nodes(1), [0])
+
+
 @settings(max_examples=200, deadline=None)
 @given(batch_trees=batches, budget=st.integers(0, 40), data=st.data())
 def test_no_slo_pressure_equals_global_greedy(batch_trees, budget, data):
