@@ -1,0 +1,91 @@
+"""Admission, shared by every generating route: from a validated body to a running engine
+job. The model it names, its SLO (first match wins, slo_classes.resolve), its sampling
+parameters checked against the context limit, then submission: 503 with Retry-After when
+the queue is full, 400 for what the engine refuses. Nothing is queued before every check
+has passed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from fastapi import Request
+
+from adaserve.engine import SamplingParams
+from adaserve.engine.core import QueueFull
+from adaserve.engine.request import Output
+from adaserve.scheduler import SLO
+from adaserve.server.errors import APIError
+from adaserve.server.jobs import Job
+from adaserve.server.protocol import SLOField
+from adaserve.server.slo_classes import SLOError, resolve
+from adaserve.server.state import Server
+
+DEFAULT_MAX_TOKENS = 256  # when a request names none (capped by the context left)
+MAX_STOP = 16
+
+
+def check_model(srv: Server, name: str | None) -> None:
+    if name is not None and name not in (srv.settings.model_name, srv.engine.config.model):
+        raise APIError(404, f"model {name!r} is not served here; GET /v1/models lists "
+                       f"{srv.settings.model_name!r}", "model", code="model_not_found")
+
+
+def slo_for(srv: Server, request: Request,
+            body_slo: SLOField | Mapping | None) -> tuple[str, SLO]:
+    """(class label, SLO) from the body's slo, else the headers, else the default class."""
+    mapping = body_slo.as_mapping() if isinstance(body_slo, SLOField) else body_slo
+    try:
+        return resolve(mapping, request.headers, srv.settings.classes,
+                       srv.settings.default_class)
+    except SLOError as e:
+        raise APIError(400, str(e), e.param) from None
+
+
+def params_for(srv: Server, n_prompt: int, prompt_param: str, *, max_tokens: int | None,
+               temperature: float, top_p: float, top_k: int, seed: int | None,
+               stop: str | list[str] | None, ignore_eos: bool) -> SamplingParams:
+    """The engine's sampling parameters; APIError naming the field when the prompt is empty
+    or does not leave room for max_tokens, or stop is unusable."""
+    max_context = srv.engine.config.max_context
+    if n_prompt == 0:
+        raise APIError(400, "the prompt is empty", prompt_param)
+    if n_prompt >= max_context:
+        raise APIError(400, f"the prompt is {n_prompt} tokens; this server's context limit "
+                       f"is {max_context} tokens (prompt + output)", prompt_param,
+                       code="context_length_exceeded")
+    room = max_context - n_prompt
+    if max_tokens is None:
+        max_tokens = min(DEFAULT_MAX_TOKENS, room)
+    elif max_tokens > room:
+        raise APIError(400, f"max_tokens={max_tokens} does not fit: the prompt is {n_prompt} "
+                       f"tokens and the context limit is {max_context}, so at most {room}",
+                       "max_tokens", code="context_length_exceeded")
+    stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+    if len(stops) > MAX_STOP or any(not s or len(s) > 256 for s in stops):
+        raise APIError(400, f"stop takes at most {MAX_STOP} non-empty strings of at most "
+                       "256 characters", "stop")
+    return SamplingParams(max_tokens=max_tokens, temperature=float(temperature),
+                          top_p=float(top_p), top_k=max(0, top_k), seed=seed, stop=stops,
+                          ignore_eos=ignore_eos)
+
+
+def admit(srv: Server, ids: list[int], params: SamplingParams, slo_class: str, slo: SLO,
+          rid: str | None = None) -> Job:
+    """Submit to the engine; its outputs reach the job's queue on the event loop."""
+    loop = asyncio.get_running_loop()
+    q: asyncio.Queue = asyncio.Queue()
+
+    def deliver(out: Output) -> None:  # engine thread -> event loop
+        loop.call_soon_threadsafe(q.put_nowait, out)
+
+    try:
+        rid = srv.engine.submit(ids, params, slo=slo, request_id=rid, on_output=deliver)
+    except QueueFull as e:
+        srv.metrics.rejected.labels("queue_full").inc()
+        raise APIError(503, f"the server is at capacity ({e}); retry later",
+                       headers={"Retry-After": str(srv.settings.retry_after_s)}) from None
+    except ValueError as e:
+        srv.metrics.rejected.labels("invalid").inc()
+        raise APIError(400, str(e)) from None
+    return Job(srv, rid, slo_class, len(ids), q)

@@ -1,0 +1,74 @@
+"""Operations: /health, /v1/models, /server_info, Prometheus /metrics, and the dashboard
+page with the data it polls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from adaserve import __version__
+from adaserve.server import errors
+from adaserve.server.state import ServerDep
+
+router = APIRouter()
+STATIC = Path(__file__).parent / "static"
+
+
+@router.get("/v1/models")
+async def models(srv: ServerDep) -> dict:
+    return {"object": "list", "data": [{"id": srv.settings.model_name, "object": "model",
+                                        "created": 0, "owned_by": "adaserve"}]}
+
+
+@router.get("/health")
+async def health(srv: ServerDep) -> Response:
+    if not srv.engine.alive:
+        return errors.error_response(503, "the engine loop has stopped")
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/server_info")
+async def server_info(srv: ServerDep) -> dict:
+    engine, settings = srv.engine, srv.settings
+    pol, cfg = engine.core.policy.config, engine.config
+    return {
+        "version": __version__, "model": settings.model_name, "draft": cfg.draft,
+        "policy": cfg.policy, "budget": pol.budget, "max_depth": pol.max_depth,
+        "max_width": pol.max_width, "cost_aware_depth": pol.cost_aware_depth,
+        "device": engine.models.device, "max_context": cfg.max_context,
+        "max_batch": engine.core.kv.n_slots, "max_waiting": cfg.max_waiting,
+        "baseline_latency_ms": settings.baseline_ms,
+        "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec}
+                        for c in settings.classes.values()],
+        "default_slo_class": settings.default_class,
+        "profile": None if engine.profile is None else {
+            "date": engine.profile.date, "knee_found": engine.profile.knee_found},
+        **settings.extra_info,
+    }
+
+
+@router.get("/metrics")
+async def prometheus(srv: ServerDep) -> Response:
+    srv.metrics.running.set(srv.engine.core.n_decode)
+    srv.metrics.waiting.set(len(srv.engine.core.waiting))
+    return Response(srv.metrics.exposition(), media_type="text/plain; version=0.0.4")
+
+
+@router.get("/dashboard", response_class=HTMLResponse)
+async def dashboard() -> HTMLResponse:
+    return HTMLResponse((STATIC / "dashboard.html").read_text())
+
+
+@router.get("/dashboard/data")
+async def dashboard_data(srv: ServerDep, seconds: float = 300.0) -> dict:
+    core = srv.engine.core
+    snap = srv.metrics.snapshot(min(max(seconds, 10.0), 600.0))
+    snap["classes"] = [{"name": c.name, "tpot_ms": c.tpot_ms}
+                       for c in srv.settings.classes.values()] + [{"name": "custom",
+                                                                   "tpot_ms": None}]
+    snap["running"], snap["waiting"] = core.n_decode, len(core.waiting)
+    snap["budget"] = core.policy.config.budget
+    snap["policy"], snap["model"] = srv.engine.config.policy, srv.settings.model_name
+    return snap
