@@ -9,6 +9,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from adaserve.server.slo_value import SLOError
+
 _TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
           413: "invalid_request_error", 431: "invalid_request_error", 422: "invalid_request_error", 503: "server_overloaded",
           500: "internal_error"}
@@ -39,6 +41,16 @@ def _loc(loc: tuple) -> str | None:
     return ".".join(parts) or None
 
 
+def _message(err: dict) -> str:
+    """One pydantic error as "field: what is wrong". A validator's own ValueError speaks
+    for itself (pydantic prefixes it "Value error, "); an SLOError names its field already."""
+    where = _loc(tuple(err.get("loc", ()))) or "body"
+    cause = (err.get("ctx") or {}).get("error")
+    if err.get("type") == "value_error" and isinstance(cause, Exception):
+        return str(cause) if isinstance(cause, SLOError) else f"{where}: {cause}"
+    return f"{where}: {err.get('msg')}"
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api(_: Request, e: APIError) -> JSONResponse:
@@ -51,8 +63,7 @@ def install(app: FastAPI) -> None:
         if first.get("type") == "json_invalid":
             return error_response(400, f"the body is not valid JSON: {first.get('msg')}",
                                   code="json_invalid")
-        msgs = "; ".join(f"{_loc(tuple(x.get('loc', ()))) or 'body'}: {x.get('msg')}"
-                         for x in errs[:5])
+        msgs = "; ".join(_message(x) for x in errs[:5])
         return error_response(400, msgs, _loc(tuple(first.get("loc", ()))))
 
     @app.exception_handler(StarletteHTTPException)

@@ -1,18 +1,30 @@
 """Request bodies of the HTTP contract, validated by pydantic (and described by them in the
 OpenAPI schema). Unknown fields are ignored, as OpenAI clients send many we do not use
 (user, logprobs, presence_penalty, ...); fields we do use are strict: a string where a
-number belongs, a bool for an integer, NaN or infinity are 400s, never coerced."""
+number belongs, a bool for an integer, NaN or infinity are 400s, never coerced. The one
+exception is slo.tpot_ms, which takes "30ms" as the header and --slo-classes do
+(slo_value.py)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt,
+                      StrictStr, WithJsonSchema, model_validator)
+
+from adaserve.server.slo_value import FORMS, parse_tpot_ms
 
 Temperature = Annotated[float, Field(strict=True, ge=0.0, le=2.0)]
 TopP = Annotated[float, Field(strict=True, gt=0.0, le=1.0)]
 TopK = Annotated[StrictInt, Field(ge=-1, lt=1 << 31)]  # -1 and 0: off (SGLang: -1, us: 0)
 PositiveInt = Annotated[StrictInt, Field(ge=1)]
+
+
+# the body's slo.tpot_ms: the same parser as the header and the class flag (slo_value.py)
+TpotMs = Annotated[float, BeforeValidator(lambda v: parse_tpot_ms(v, "slo.tpot_ms")),
+                   WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}],
+                                   "description": "TPOT SLO in milliseconds (time per output "
+                                   f"token after the first): {FORMS}"})]
 
 
 class _Body(BaseModel):
@@ -23,8 +35,7 @@ class SLOField(_Body):
     """The request's TPOT SLO: a number of milliseconds or a class name, not both."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    tpot_ms: Annotated[float, Field(strict=True, gt=0.0)] | None = Field(
-        None, description="TPOT SLO in milliseconds (time per output token after the first)")
+    tpot_ms: TpotMs | None = None
     class_: StrictStr | None = Field(None, alias="class",
                                      description="an SLO class of this server (/server_info)")
 

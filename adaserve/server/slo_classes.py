@@ -3,28 +3,22 @@
 A class is a TPOT in milliseconds, or a multiple of the machine's profiled baseline latency
 (seed 002's categories: baseline x1, x2.4, x8), or best effort. A request's SLO comes from
 the first of: body ``slo`` ({"tpot_ms": ...} or {"class": ...}), header ``X-SLO-TPOT-MS``,
-header ``X-SLO-Class``, the server's default class.
+header ``X-SLO-Class``, the server's default class. Every millisecond value, wherever it is
+written, is read by ``slo_value.parse_tpot_ms`` (its docstring states the rule).
 """
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from adaserve.scheduler import SLO
+from adaserve.server.slo_value import DECIMAL, SLOError, in_range, parse_tpot_ms
 
 DEFAULT_CLASSES = "urgent=x1,moderate=x2.4,relaxed=x8,best-effort"
 DEFAULT_CLASS = "relaxed"
 CUSTOM = "custom"  # the class label of a request that names its own TPOT in milliseconds
-
-
-class SLOError(ValueError):
-    """A request's SLO is unusable; ``param`` names the field or header at fault."""
-
-    def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,44 +47,24 @@ def parse_classes(spec: str, baseline_ms: float | None) -> dict[str, SLOClass]:
         if not value or value.lower() in ("none", "best-effort"):
             classes[name] = SLOClass(name, None, "best effort")
             continue
+        param = f"SLO class {name!r}"
         if value[0] in "xX":
             if baseline_ms is None:
                 raise ValueError(f"class {name!r} is a multiple of the baseline latency, "
                                  "but no baseline is known (profile, or --baseline-ms)")
-            ms = _positive(value[1:], name) * baseline_ms
+            ms = in_range(_multiple(value[1:], param) * baseline_ms, param)
         else:
-            ms = _positive(value.removesuffix("ms"), name)
+            ms = parse_tpot_ms(value, param)
         classes[name] = SLOClass(name, ms, value)
     if not classes:
         raise ValueError("no SLO classes configured")
     return classes
 
 
-def _positive(text: str, name: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise ValueError(f"SLO class {name!r}: {text!r} is not a number") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"SLO class {name!r}: {text!r} must be finite and > 0")
-    return v
-
-
-def _tpot_ms(value: object, param: str, header: bool = False) -> float:
-    """A TPOT in milliseconds from a JSON number (a string is refused, as in the body's
-    schema) or from a header's text."""
-    if header and isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise SLOError(f"{param} must be a number of milliseconds, got {value!r}",
-                           param) from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SLOError(f"{param} must be a number of milliseconds, got {value!r}", param)
-    # the bound is on seconds: 5e-324 ms is > 0 but 0.0 s once divided (found by the fuzzer)
-    if not (math.isfinite(value) and value / 1e3 > 0):
-        raise SLOError(f"{param} must be finite and > 0 milliseconds, got {value!r}", param)
-    return float(value)
+def _multiple(text: str, param: str) -> float:
+    if re.fullmatch(DECIMAL, text.strip()) is None:
+        raise SLOError(f"{param}: {'x' + text!r} is not a multiple; write e.g. x2.4", param)
+    return float(text)
 
 
 def resolve(body_slo: Mapping | None, headers: Mapping[str, str],
@@ -108,12 +82,12 @@ def resolve(body_slo: Mapping | None, headers: Mapping[str, str],
         if has_ms and has_class:
             raise SLOError("slo gives both tpot_ms and class; give one", "slo")
         if has_ms:
-            return CUSTOM, SLO.from_ms(_tpot_ms(body_slo["tpot_ms"], "slo.tpot_ms"))
+            return CUSTOM, SLO.from_ms(parse_tpot_ms(body_slo["tpot_ms"], "slo.tpot_ms"))
         if has_class:
             return _by_class(body_slo["class"], classes, "slo.class")
     h = {k.lower(): v for k, v in headers.items()}
     if "x-slo-tpot-ms" in h:
-        return CUSTOM, SLO.from_ms(_tpot_ms(h["x-slo-tpot-ms"], "X-SLO-TPOT-MS", header=True))
+        return CUSTOM, SLO.from_ms(parse_tpot_ms(h["x-slo-tpot-ms"], "X-SLO-TPOT-MS"))
     if "x-slo-class" in h:
         return _by_class(h["x-slo-class"].strip(), classes, "X-SLO-Class")
     return _by_class(default_class, classes, "default class")

@@ -100,6 +100,15 @@ def test_text_completion_and_generate(live):
     (None, {"X-SLO-TPOT-MS": "70", "X-SLO-Class": "urgent"}, ("custom", 70.0)),
     (None, {"X-SLO-Class": "best-effort"}, ("best-effort", None)),
     (None, {}, ("relaxed", 800.0)),
+    # null: not given here, as an absent header; the next source decides
+    ({"tpot_ms": None}, {}, ("relaxed", 800.0)),
+    ({"tpot_ms": None}, {"X-SLO-TPOT-MS": "70"}, ("custom", 70.0)),
+    # --slo-classes takes chat=30ms; so do the header and the body (slo_value.py)
+    (None, {"X-SLO-TPOT-MS": "30ms"}, ("custom", 30.0)),
+    (None, {"X-SLO-TPOT-MS": "30 MS"}, ("custom", 30.0)),
+    (None, {"X-SLO-TPOT-MS": "3e1"}, ("custom", 30.0)),
+    ({"tpot_ms": "30ms"}, {}, ("custom", 30.0)),
+    ({"tpot_ms": "30"}, {}, ("custom", 30.0)),
 ])
 def test_slo_precedence(live, body_slo, headers, expect):
     body = {"prompt": "Hello", "max_tokens": 2, "temperature": 0}

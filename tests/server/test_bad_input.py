@@ -38,6 +38,16 @@ BODY_CASES = [
     ("hdr-nan", CHAT, GOOD, {"X-SLO-TPOT-MS": "nan"}, 400, "X-SLO-TPOT-MS"),
     ("hdr-inf", CHAT, GOOD, {"X-SLO-TPOT-MS": "inf"}, 400, "X-SLO-TPOT-MS"),
     ("hdr-unknown-class", CHAT, GOOD, {"X-SLO-Class": "platinum"}, 400, "X-SLO-Class"),
+    # one range for every source (slo_value.py): huge is refused in the body as in a header
+    ("hdr-huge", CHAT, GOOD, {"X-SLO-TPOT-MS": "99999999999999999999"}, 400, "X-SLO-TPOT-MS"),
+    ("slo-huge", CHAT, _with(slo={"tpot_ms": 1e308}), {}, 400, "slo.tpot_ms"),
+    ("slo-huge-int", CHAT, b'{"messages":[{"role":"user","content":"Hi"}],'
+     b'"slo":{"tpot_ms":' + b"9" * 400 + b'}}', {}, 400, "slo.tpot_ms"),
+    ("slo-over-an-hour", CHAT, _with(slo={"tpot_ms": 3_600_001}), {}, 400, "slo.tpot_ms"),
+    ("slo-text-not-ms", CHAT, _with(slo={"tpot_ms": "30s"}), {}, 400, "slo.tpot_ms"),
+    ("hdr-text-not-ms", CHAT, GOOD, {"X-SLO-TPOT-MS": "30s"}, 400, "X-SLO-TPOT-MS"),
+    ("custom-huge", "/generate", {"text": "a", "sampling_params": {
+        "custom_params": {"tpot_slo_ms": 1e308}}}, {}, 400, "slo.tpot_ms"),
     ("malformed-json", CHAT, b'{"messages": [', {}, 400, None),
     ("not-an-object", CHAT, b'[1, 2, 3]', {}, 400, None),
     ("non-utf8", CHAT, b'{"messages":[{"role":"user","content":"\xff\xfe"}]}', {}, 400, None),

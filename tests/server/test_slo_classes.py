@@ -18,7 +18,11 @@ def test_classes_in_ms_multiples_and_best_effort():
     ("urgent=x1", None, "baseline"),
     ("urgent=fast", 10.0, "not a number"),
     ("urgent=-3", 10.0, "> 0"),
-    ("urgent=xnan", 10.0, "> 0"),
+    ("urgent=xnan", 10.0, "not a multiple"),
+    ("urgent=x0", 10.0, "> 0"),
+    ("urgent=x1e-5", 10.0, "at least 0.001"),
+    ("urgent=x1e6", 10.0, "at most 3600000"),
+    ("urgent=x1e400", 10.0, "finite"),
     ("a=1,a=2", 10.0, "twice"),
     ("custom=5", 10.0, "reserved"),
     ("bad name=5", 10.0, "letters"),
@@ -44,7 +48,7 @@ def test_first_source_wins():
 
 @pytest.mark.parametrize("body,headers,param", [
     ({"tpot_ms": 5, "class": "urgent"}, {}, "slo"),
-    ({"tpot_ms": "5"}, {}, "slo.tpot_ms"),
+    ({"tpot_ms": "5 s"}, {}, "slo.tpot_ms"),
     ({"tpot_ms": float("inf")}, {}, "slo.tpot_ms"),
     ({"class": 3}, {}, "slo.class"),
     ({"klass": "urgent"}, {}, "slo"),
