@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -35,9 +36,9 @@ class Finished:
 
 
 class ServerMetrics:
-    def __init__(self, classes: list[str]) -> None:
+    def __init__(self, classes: list[str], best_effort: Collection[str] = ()) -> None:
         self.registry = r = CollectorRegistry()
-        self.slo = SloMetrics(classes, r)
+        self.slo = SloMetrics(classes, r, best_effort)
         self.rejected = Counter("adaserve_rejected_requests", "requests refused before "
                                 "running", ["reason"], registry=r)
         self.accepted = Gauge("adaserve_accepted_tokens_per_step", "tokens emitted per "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Collection
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -25,9 +26,14 @@ class SloMetrics:
     registry=None registers in prometheus_client's default registry: what SGLang's
     /metrics collects from every process when it runs in multiprocess mode. There a
     gauge needs a rule for combining processes; the attainment window lives in one
-    process (the tokenizer manager), so its latest value is the one to show."""
+    process (the tokenizer manager), so its latest value is the one to show.
 
-    def __init__(self, classes: list[str], registry: CollectorRegistry | None = None) -> None:
+    A class in ``best_effort`` has no SLO, so nothing to attain: it gets no attainment
+    series at all (a 0 would read as failure on a dashboard). The others are listed from
+    the first scrape (in multiprocess mode a gauge has no sample until it is set)."""
+
+    def __init__(self, classes: list[str], registry: CollectorRegistry | None = None,
+                 best_effort: Collection[str] = ()) -> None:
         kw = {} if registry is None else {"registry": registry}
         label = ["slo_class"]
         self.requests = Counter("adaserve_requests", "finished requests",
@@ -43,7 +49,8 @@ class SloMetrics:
                                "met their SLO", label, **kw)
         self.output_tokens = Counter("adaserve_output_tokens", "output tokens", label, **kw)
         for c in classes:  # every class shows up from the first scrape, not its first request
-            self.attainment.labels(c)
+            if c not in best_effort:
+                self.attainment.labels(c)
             self.goodput.labels(c)
         self._lock = threading.Lock()
         self._window: dict[str, collections.deque[bool]] = collections.defaultdict(

@@ -38,7 +38,8 @@ class Server:
         if settings.default_class not in settings.classes:
             raise ValueError(f"default class {settings.default_class!r} is not one of "
                              f"{', '.join(settings.classes)}")
-        return cls(engine, settings, ServerMetrics(list(settings.classes)))
+        best_effort = [c.name for c in settings.classes.values() if c.tpot_ms is None]
+        return cls(engine, settings, ServerMetrics(list(settings.classes), best_effort))
 
 
 def _server(request: Request) -> Server:

@@ -122,6 +122,22 @@ def test_slo_precedence(live, body_slo, headers, expect):
         assert r.json()["slo_attained"] is None
 
 
+def test_best_effort_class_exports_no_attainment(live):
+    """A class without an SLO has nothing to attain: no attainment series (a 0 reads as
+    failure in Grafana); its requests are still counted, and their tokens are goodput."""
+    with live.client() as c:
+        r = c.post("/v1/completions", json={"prompt": "Free", "max_tokens": 2},
+                   headers={"X-SLO-Class": "best-effort"})
+        assert r.status_code == 200 and r.json()["slo_attained"] is None
+        text = c.get("/metrics").text
+        data = c.get("/dashboard/data").json()
+    assert 'adaserve_slo_attainment_ratio{slo_class="best-effort"}' not in text
+    assert 'adaserve_slo_attainment_ratio{slo_class="urgent"}' in text
+    assert 'adaserve_requests_total{attained="none",slo_class="best-effort"}' in text
+    assert 'adaserve_goodput_tokens_total{slo_class="best-effort"}' in text
+    assert data["attainment"].get("best-effort") is None
+
+
 def test_metrics_count_requests_per_class(live):
     with live.client() as c:
         before = c.get("/metrics").text
