@@ -1,7 +1,10 @@
 """OpenAI-shaped errors ({"error": {"message", "type", "param", "code"}}) for every failure
-the server answers, and the request-body size guard."""
+the server answers, and the guards on what a request may be: its size, its headers, and a
+JSON body that says it is JSON."""
 
 from __future__ import annotations
+
+from email.message import Message as MIMEHeader
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -11,9 +14,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adaserve.server.slo_value import SLOError
 
-_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
-          413: "invalid_request_error", 431: "invalid_request_error", 422: "invalid_request_error", 503: "server_overloaded",
-          500: "internal_error"}
+_TYPES = {404: "not_found_error", 503: "server_overloaded", 500: "internal_error"}
+INVALID = "invalid_request_error"  # the type of every other status
 
 
 class APIError(Exception):
@@ -26,7 +28,7 @@ class APIError(Exception):
 
 def error_body(status: int, message: str, param: str | None = None,
                code: str | None = None) -> dict:
-    return {"error": {"message": message, "type": _TYPES.get(status, "invalid_request_error"),
+    return {"error": {"message": message, "type": _TYPES.get(status, INVALID),
                       "param": param, "code": code}}
 
 
@@ -34,6 +36,22 @@ def error_response(status: int, message: str, param: str | None = None,
                    headers: dict[str, str] | None = None, code: str | None = None) -> JSONResponse:
     return JSONResponse(error_body(status, message, param, code), status_code=status,
                         headers=headers)
+
+
+def require_json(request: Request) -> None:
+    """A route dependency: 415 unless the request says its body is JSON. Without the
+    header FastAPI hands the model the raw bytes, and pydantic's "Input should be a valid
+    dictionary" does not tell the client what to change."""
+    given = request.headers.get("content-type")
+    header = MIMEHeader()
+    header["content-type"] = given or ""
+    subtype = header.get_content_subtype()
+    if header.get_content_maintype() == "application" and (
+            subtype == "json" or subtype.endswith("+json")):
+        return
+    raise APIError(415, "the body must be JSON: send Content-Type: application/json "
+                   f"({'no Content-Type was sent' if not given else f'got {given!r}'})",
+                   code="unsupported_media_type")
 
 
 def _loc(loc: tuple) -> str | None:
@@ -51,6 +69,20 @@ def _message(err: dict) -> str:
     return f"{where}: {err.get('msg')}"
 
 
+def _json_error(err: dict, doc: object) -> str:
+    """Where the JSON breaks: FastAPI gives the character offset (loc ("body", pos)) and
+    the decoder's reason; the line and column are counted from the document."""
+    reason = (err.get("ctx") or {}).get("error") or err.get("msg")
+    loc = err.get("loc", ())
+    pos = loc[-1] if loc and isinstance(loc[-1], int) else None
+    if pos is None or not isinstance(doc, str):
+        return f"the body is not valid JSON: {reason}"
+    line = doc.count("\n", 0, pos) + 1
+    column = pos - (doc.rfind("\n", 0, pos) + 1) + 1
+    return (f"the body is not valid JSON: {reason} at line {line} column {column} "
+            f"(offset {pos})")
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api(_: Request, e: APIError) -> JSONResponse:
@@ -61,14 +93,18 @@ def install(app: FastAPI) -> None:
         errs = e.errors()
         first = errs[0] if errs else {}
         if first.get("type") == "json_invalid":
-            return error_response(400, f"the body is not valid JSON: {first.get('msg')}",
-                                  code="json_invalid")
+            return error_response(400, _json_error(first, e.body), code="json_invalid")
         msgs = "; ".join(_message(x) for x in errs[:5])
         return error_response(400, msgs, _loc(tuple(first.get("loc", ()))))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
-        return error_response(e.status_code, str(e.detail), headers=getattr(e, "headers", None))
+        message = str(e.detail)
+        if isinstance(e.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
+            u = e.__cause__
+            message = (f"the body is not UTF-8 text: byte 0x{u.object[u.start]:02x} at offset "
+                       f"{u.start} ({u.reason}); send JSON encoded as UTF-8")
+        return error_response(e.status_code, message, headers=getattr(e, "headers", None))
 
     @app.exception_handler(Exception)
     async def _crash(_: Request, e: Exception) -> JSONResponse:  # a bug answers 500, never hangs

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from adaserve.engine.request import Output
@@ -16,7 +16,7 @@ from adaserve.server.jobs import Job
 from adaserve.server.protocol import GenerateRequest
 from adaserve.server.state import ServerDep
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(errors.require_json)])
 
 
 @router.post("/generate")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from adaserve.server import errors, sse
@@ -15,7 +15,7 @@ from adaserve.server.jobs import Job
 from adaserve.server.protocol import ChatCompletionRequest, CompletionRequest
 from adaserve.server.state import ServerDep
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(errors.require_json)])
 
 # (delta, finish_reason) -> one chunk of the route's streaming shape
 Chunk = Callable[[dict, str | None], dict]

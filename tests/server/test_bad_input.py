@@ -98,6 +98,51 @@ def test_bad_request_gets_clear_error_and_server_serves_on(live, case):
     assert live.pool_whole()
 
 
+@pytest.mark.parametrize("content_type", [None, "text/plain",
+                                          "application/x-www-form-urlencoded"])
+@pytest.mark.parametrize("path", [CHAT, "/v1/completions", "/generate"])
+def test_a_body_not_sent_as_json_is_told_to_send_json(live, path, content_type):
+    """curl -d sends form-urlencoded; other clients send text/plain or nothing. FastAPI then
+    hands the model raw bytes ("Input should be a valid dictionary"): say what to change."""
+    body = (b'{"prompt": "Hi", "text": "Hi", "messages": [{"role": "user", "content": "Hi"}],'
+            b' "max_tokens": 1, "sampling_params": {"max_new_tokens": 1}}')
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    with live.client() as c:
+        req = c.build_request("POST", path, content=body, headers=headers)
+        assert req.headers.get("Content-Type") == content_type
+        r = c.send(req)
+        assert r.status_code == 415, r.text
+        err = r.json()["error"]
+        assert "must be JSON" in err["message"], err
+        assert "Content-Type: application/json" in err["message"], err
+        assert err["type"] == "invalid_request_error" and "param" in err
+        r = c.post(path, content=body, headers={"Content-Type": "application/json; charset=utf-8"})
+        assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("body,where", [
+    (b'{"messages": [', "line 1 column 15 (offset 14)"),
+    (b'{\n  "messages": [\n    {"role": "user", "content": "Hi",}\n  ]\n}',
+     "line 3 column 38 (offset 55)"),
+    (b'{"messages": [{"role": "user", "content": "\\x41"}]}', "line 1 column 44"),
+    (b'{"messages": [{"role": "user", "content": "\\u12"}]}', "line 1 column 45"),
+])
+def test_malformed_json_error_says_where(live, body, where):
+    with live.client() as c:
+        r = c.post(CHAT, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    msg = r.json()["error"]["message"]
+    assert msg.startswith("the body is not valid JSON") and where in msg, msg
+
+
+def test_a_body_not_in_utf8_is_told_where(live):
+    body = b'{"messages":[{"role":"user","content":"\xff\xfe"}]}'
+    with live.client() as c:
+        r = c.post(CHAT, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert "not UTF-8" in r.json()["error"]["message"] and "0xff" in r.json()["error"]["message"]
+
+
 def test_odd_but_valid_sampling_values_are_served(live):
     """Values at the edges that once could crash the engine thread (and with it every
     running request): a tiny temperature, a negative or huge seed."""
