@@ -4,6 +4,7 @@ JSON body that says it is JSON."""
 
 from __future__ import annotations
 
+import json
 from email.message import Message as MIMEHeader
 
 from fastapi import FastAPI, HTTPException, Request
@@ -32,10 +33,18 @@ def error_body(status: int, message: str, param: str | None = None,
                       "param": param, "code": code}}
 
 
+class _ASCIIJSON(JSONResponse):
+    """An error may quote the client's input (a field name, a value); escaping everything
+    outside ASCII writes even text UTF-8 cannot (a lone surrogate) instead of failing."""
+
+    def render(self, content: object) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
 def error_response(status: int, message: str, param: str | None = None,
                    headers: dict[str, str] | None = None, code: str | None = None) -> JSONResponse:
-    return JSONResponse(error_body(status, message, param, code), status_code=status,
-                        headers=headers)
+    return _ASCIIJSON(error_body(status, message, param, code), status_code=status,
+                      headers=headers)
 
 
 def require_json(request: Request) -> None:

@@ -3,14 +3,20 @@ OpenAPI schema). Unknown fields are ignored, as OpenAI clients send many we do n
 (user, logprobs, presence_penalty, ...); fields we do use are strict: a string where a
 number belongs, a bool for an integer, NaN or infinity are 400s, never coerced. The one
 exception is slo.tpot_ms, which takes "30ms" as the header and --slo-classes do
-(slo_value.py)."""
+(slo_value.py).
+
+Every string a body carries, in any field and at any depth, must be Unicode text. JSON may
+escape half a surrogate pair alone (backslash, ``ud800``); it decodes to a lone surrogate,
+which a Python str holds but no encoder (the tokenizer's, or our own JSON answer's) can
+write. It is refused here, once, for every field of every route, instead of failing
+wherever the string goes next."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt,
-                      StrictStr, WithJsonSchema, model_validator)
+                      StrictStr, WithJsonSchema, field_validator, model_validator)
 
 from adaserve.server.slo_value import FORMS, parse_tpot_ms
 
@@ -29,6 +35,33 @@ TpotMs = Annotated[float, BeforeValidator(lambda v: parse_tpot_ms(v, "slo.tpot_m
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _unicode_text(cls, value: Any) -> Any:
+        _check_text(value)
+        return value
+
+
+def _check_text(value: Any) -> None:
+    """ValueError if a string in ``value`` (a field's value: str, list, dict; nested bodies
+    check themselves) cannot be written as UTF-8. A loop, not recursion: a dict field may
+    nest as deep as the JSON decoder allows."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(f"the text holds a lone UTF-16 surrogate (U+{ord(v[e.start]):04X})"
+                                 f" at character {e.start}, which is not Unicode text; escape "
+                                 "a character outside the BMP as a pair (\\ud83d\\ude00)") from None
+        elif isinstance(v, (list, tuple)):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
 
 
 class SLOField(_Body):
