@@ -52,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--out", type=Path, default=None,
                       help="where to write the profile (default: the cache path the engine reads)")
     prof.add_argument("--repeats", type=int, default=5, help="timed repetitions per point")
-    prof.add_argument("--quick", action="store_true", help="a smaller latency grid")
+    prof.add_argument("--quick", action="store_true",
+                      help="a smaller latency grid, and a budget curve that stops past 2x a "
+                           "one-token forward (what `adaserve serve` measures at start-up "
+                           "when no profile is saved)")
     prof.set_defaults(func=_profile)
 
     gen = sub.add_parser("generate", help="run prompts through the embedded engine and print",

@@ -12,13 +12,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default=None,
                    help="scheduling policy (default: adaserve with a draft, else incremental)")
     p.add_argument("--budget", type=int, default=None,
-                   help="token budget B per iteration (default: the profile's knee, else 16)")
+                   help="token budget B per iteration (default: the saved profile's, else "
+                        "measured at start-up: the largest token count whose forward costs "
+                        "<= 1.15x a one-token forward)")
     p.add_argument("--max-depth", type=int, default=8, help="D_max of Eq. 8")
     p.add_argument("--max-width", type=int, default=16, help="W_max of Eq. 9")
     p.add_argument("--eq8-depth", action="store_true",
                    help="Eq. 8's depth as published (no cut for the draft's cost)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000,
+                   help="port to listen on (default 8000); taken before the model loads")
     p.add_argument("--max-batch", type=int, default=32, help="running requests at most")
     p.add_argument("--max-waiting", type=int, default=256,
                    help="queued requests beyond which new ones get 503 + Retry-After")
@@ -27,7 +31,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="KV memory (target + draft), allocated at start-up; 2048 holds 32 "
                         "requests of 1024 tokens with the default pair")
     p.add_argument("--profile", type=Path, default=None,
-                   help="profile file (default: the cached one for model + draft, if any)")
+                   help="profile file (default: the one `adaserve profile` saved for model + "
+                        "draft; without one, a quick profile is measured at start-up)")
     p.add_argument("--slo-classes", default=DEFAULT_CLASSES,
                    help="name=x<multiple of baseline> | name=<ms> | name (best effort), "
                         f"comma separated (default {DEFAULT_CLASSES})")
@@ -35,7 +40,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="the class of requests that name no SLO")
     p.add_argument("--baseline-ms", type=float, default=None,
                    help="baseline latency for x-multiples (default: the profile's, else "
-                        "measured at start-up)")
+                        "measured at start-up, so the classes' milliseconds vary between "
+                        "starts)")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
-    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20,
+                   help="larger request bodies get 413 (default 1 MiB)")
+    p.add_argument("--log-level", default="info", type=str.lower,
+                   choices=("debug", "info", "warning", "error"), help="(default info)")
