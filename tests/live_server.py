@@ -42,8 +42,10 @@ class Live:
 def start(models, **cfg) -> tuple[Live, callable]:
     import uvicorn
 
+    # budget 16: the server tests exercise speculation (trees, verify, aborts mid-tree);
+    # the default B is measured and may be 1 (no speculation) on the machine at hand
     config = EngineConfig(**{"policy": "adaserve", "max_context": 256, "kv_cache_mb": 512,
-                             **cfg})
+                             "budget": 16, **cfg})
     engine = Engine(config, models=models)
     settings = ServerSettings(model_name="smollm2-135m",
                               classes=parse_classes(DEFAULT_CLASSES, BASELINE_MS),

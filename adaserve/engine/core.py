@@ -52,8 +52,8 @@ class EngineCore:
     def __init__(self, cfg: EngineConfig, models: Models, profile: Profile | None = None) -> None:
         self.cfg, self.models, self.profile = cfg, models, profile
         tcfg = models.target.cfg
-        # A profile without a clear knee says nothing about B: keep the default then.
-        budget = cfg.budget or (profile.budget if profile and profile.knee_found
+        # A profile saved under the old knee rule says nothing reliable about B.
+        budget = cfg.budget or (profile.budget if profile and profile.budget_trusted
                                 else DEFAULT_BUDGET)
         sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width,
                                 cost_aware_depth=cfg.cost_aware_depth)

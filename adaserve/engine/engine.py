@@ -39,7 +39,12 @@ def load_profile(config: EngineConfig) -> Profile | None:
     """The profile the config names, else the default one for its model pair if present."""
     path = config.profile or default_profile_path(config.model, config.draft)
     if path.is_file():
-        return Profile.load(path)
+        profile = Profile.load(path)
+        if not profile.budget_trusted:
+            log.warning("%s was saved before the budget rule (B = the largest token count "
+                        "whose forward costs <= 1.15x a one-token one): its B is ignored; run "
+                        "`adaserve profile` again", path)
+        return profile
     if config.profile is not None:
         raise FileNotFoundError(f"profile {path} does not exist; run `adaserve profile`")
     return None

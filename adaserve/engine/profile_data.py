@@ -14,14 +14,22 @@ from adaserve.scheduler import LatencyModel
 class Profile:
     model: str
     draft: str | None
-    budget: int  # B: the knee of target latency against tokens (seed 002 §3)
-    knee_found: bool
+    budget: int  # B (seed 002 §3), by budget_rule
+    knee_found: bool  # whether a hinge fit found a bend (informational since budget_rule)
     target: LatencyModel  # T = a*N_ctx + g*N_tok + c for one target forward (seed 000)
     draft_model: LatencyModel | None  # the same for one draft step
     baseline_latency_s: float  # min iteration latency of incremental, batch 8, in 32, out 128
     machine: str
     date: str
     samples: dict  # the raw measurements the fits came from
+    # How budget was read off the curve. Profiles saved before the ratio rule have none:
+    # "hinge" (the two-segment knee, which picked B = 16 or more on this CPU, where such
+    # a verify costs more than speculation repays); the engine does not trust their B.
+    budget_rule: str = "hinge"
+
+    @property
+    def budget_trusted(self) -> bool:
+        return self.budget_rule.startswith("ratio")
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -1,6 +1,8 @@
 """`adaserve profile`: measure this machine, write the profile the engine and server load.
 
-- B: the knee of one target forward's latency against the tokens it processes (seed 002 §3).
+- B: the largest token count whose target forward costs <= 1.15x a one-token forward
+  (scheduler.latency.budget_by_ratio; seed 002 §3 asks for the tokens a forward takes
+  before it stops being memory-bound). The hinge knee is recorded beside it, for reading.
 - Latency models T = a*N_ctx + g*N_tok + c for one target forward and one draft step
   (seed 000 Eq. 3), fitted on a grid of batch size x tokens per request x context.
 - Baseline latency: the minimal per-iteration latency of `incremental` at batch 8,
@@ -25,26 +27,33 @@ from adaserve.engine.loader import Models, load_models
 from adaserve.engine.model import Llama
 from adaserve.engine.profile_data import Profile, default_profile_path
 from adaserve.engine.sampling import SamplingParams
-from adaserve.scheduler import LatencyModel, find_knee
+from adaserve.scheduler import LatencyModel, budget_by_ratio, find_knee
 
-KNEE_TOKENS = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64, 96, 128)
+# Token counts of the budget curve; up to 8 they are requests of one token each, past 8
+# eight requests share them (8 x 2, 8 x 3, ...), as a verify batch spreads its budget.
+KNEE_TOKENS = (1, 2, 4, 6, 8, 16, 24, 32, 48, 64, 96, 128)
+
+
+def _chain_batch(kv: KVCache, n: int, q: int, ctx: int):
+    """A forward batch of n requests x q chained tokens after ctx cached ones."""
+    base = torch.full((n,), ctx, dtype=torch.int64)
+    idx = torch.arange(q)[None].expand(n, q)
+    anc = torch.ones(q, q, dtype=torch.bool).tril()[None].expand(n, q, q)
+    return tree_batch(slice(0, n), base, base, torch.randint(100, 1000, (n, q)), idx, idx, anc,
+                      torch.ones(n, q, dtype=torch.bool), kv.trash_col)
+
+
+def _time_once(model: Llama, kv: KVCache, fb) -> float:
+    t = time.perf_counter()
+    model(kv, fb)
+    return time.perf_counter() - t
 
 
 def time_forward(model: Llama, kv: KVCache, n: int, q: int, ctx: int, repeats: int) -> float:
     """Median seconds of one forward: n requests x q chained tokens after ctx cached ones."""
-    base = torch.full((n,), ctx, dtype=torch.int64)
-    ar = torch.arange(q)
-    idx = ar[None].expand(n, q)
-    anc = torch.ones(q, q, dtype=torch.bool).tril()[None].expand(n, q, q)
-    fb = tree_batch(slice(0, n), base, base, torch.randint(100, 1000, (n, q)), idx, idx, anc,
-                    torch.ones(n, q, dtype=torch.bool), kv.trash_col)
+    fb = _chain_batch(kv, n, q, ctx)
     model(kv, fb)  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        model(kv, fb)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return statistics.median(_time_once(model, kv, fb) for _ in range(repeats))
 
 
 def _latency_grid(model: Llama, repeats: int, quick: bool) -> dict:
@@ -61,16 +70,32 @@ def _latency_grid(model: Llama, repeats: int, quick: bool) -> dict:
     return {"context_tokens": list(ctx), "batch_tokens": list(tok), "seconds": list(sec)}
 
 
-def _knee_curve(model: Llama, repeats: int) -> dict:
-    """Latency of one forward against tokens, spread over 8 requests of 64 context."""
+def _knee_curve(model: Llama, repeats: int, stop_ratio: float | None = None) -> dict:
+    """Median latency of one forward against tokens (KNEE_TOKENS), at 64 context.
+
+    The budget is a ratio against the one-token forward, so every count is timed in
+    round robin: a burst of load from elsewhere on the machine lands on all counts alike
+    instead of inflating one of them (a slow one-token median once made B = 32 look
+    free). stop_ratio: measure no count past the first that costs more than this many
+    one-token forwards (the budget rule needs nothing beyond; the start-up profile thus
+    skips the slowest forwards).
+    """
     kv = KVCache(model.n_layers, 8, model.cfg.kv_heads, model.cfg.head_dim, 64 + 16 + 2,
                  model.dtype, model.device)
-    sec = []
+    batches = {}
     for k in KNEE_TOKENS:
         n = min(8, k)
-        sec.append(time_forward(model, kv, n, k // n, 64, repeats))
-    toks = [min(8, k) * (k // min(8, k)) for k in KNEE_TOKENS]
-    return {"tokens": toks, "seconds": sec}
+        batches[k] = _chain_batch(kv, n, k // n, 64)
+        first = _time_once(model, kv, batches[k])  # the warm-up, and where to stop
+        if k == KNEE_TOKENS[0]:
+            one = first
+        if stop_ratio is not None and len(batches) >= 4 and first > stop_ratio * one:
+            break
+    times: dict[int, list[float]] = {k: [] for k in batches}
+    for _ in range(repeats):
+        for k, fb in batches.items():
+            times[k].append(_time_once(model, kv, fb))
+    return {"tokens": list(times), "seconds": [statistics.median(t) for t in times.values()]}
 
 
 def baseline_latency(cfg: EngineConfig, models: Models, output: int = 128) -> float:
@@ -85,11 +110,18 @@ def baseline_latency(cfg: EngineConfig, models: Models, output: int = 128) -> fl
     return min(decode)
 
 
-def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False,
-                log=print) -> Profile:
-    models = load_models(cfg)
-    log("timing target forward against tokens (the knee)...")
-    curve = _knee_curve(models.target, repeats)
+STARTUP_REPEATS = 3  # the start-up profile's timed repetitions per point
+
+
+def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False, log=print,
+                models: Models | None = None) -> Profile:
+    """Measure a profile. ``quick``: a smaller latency grid, and a budget curve that stops
+    once a forward costs twice a one-token one (what `adaserve serve` runs at start-up
+    when no profile is saved). ``models``: already loaded ones, else they are loaded."""
+    models = models or load_models(cfg)
+    log("timing target forward against tokens (the budget)...")
+    curve = _knee_curve(models.target, repeats, stop_ratio=2.0 if quick else None)
+    budget = budget_by_ratio(curve["tokens"], curve["seconds"])
     knee = find_knee(curve["tokens"], curve["seconds"], min_bend=1.5)
     log("fitting the target latency model...")
     grid = _latency_grid(models.target, repeats, quick)
@@ -101,16 +133,18 @@ def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False,
         draft_model = LatencyModel.fit(draft_grid["context_tokens"], draft_grid["batch_tokens"],
                                        draft_grid["seconds"])
     log("measuring the baseline latency (incremental, batch 8, in 32, out 128)...")
-    base = baseline_latency(cfg, models)
+    base = baseline_latency(cfg, models, output=16 if quick else 128)
     return Profile(
-        model=cfg.model, draft=cfg.draft, budget=int(knee.tokens), knee_found=bool(knee.found),
+        model=cfg.model, draft=cfg.draft, budget=budget.tokens, knee_found=bool(knee.found),
         target=target, draft_model=draft_model, baseline_latency_s=base,
         machine=f"{platform.node()} {platform.machine()} {platform.processor() or ''} "
                 f"{torch.get_num_threads()} threads, torch {torch.__version__}, {models.device}",
         date=datetime.date.today().isoformat(),
         samples={"knee": curve, "target": grid, "draft": draft_grid,
                  "target_r2": target.r2(grid["context_tokens"], grid["batch_tokens"],
-                                        grid["seconds"])})
+                                        grid["seconds"]),
+                 "budget_ratio": budget.ratio, "hinge_knee_tokens": knee.tokens},
+        budget_rule=f"ratio<={budget.max_ratio:g}")
 
 
 def main(args) -> int:
@@ -120,7 +154,10 @@ def main(args) -> int:
     prof = run_profile(cfg, repeats=args.repeats, quick=args.quick)
     out = args.out or default_profile_path(cfg.model, cfg.draft)
     prof.save(out)
-    print(f"budget B = {prof.budget} tokens (knee {'found' if prof.knee_found else 'NOT found'})")
+    print(f"budget B = {prof.budget} tokens: its forward costs "
+          f"{prof.samples['budget_ratio']:.2f}x a one-token forward (rule: {prof.budget_rule}); "
+          f"hinge knee at {prof.samples['hinge_knee_tokens']} tokens"
+          f"{'' if prof.knee_found else ' (no bend found)'}")
     t = prof.target
     print(f"target forward: {t.alpha * 1e6:.3f} us/context token, {t.gamma * 1e3:.3f} ms/token, "
           f"{t.delta * 1e3:.2f} ms fixed (R^2 {prof.samples['target_r2']:.3f})")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from adaserve.engine import Engine, EngineConfig
 from adaserve.engine.config import names_a_draft
 from adaserve.engine.loader import load_models
 from adaserve.engine.engine import load_profile
+from adaserve.engine.profile_data import Profile
 from adaserve.server.app import ServerSettings, create_app
 from adaserve.server.errors import PARSER_HEADER_BYTES
 from adaserve.server.slo_classes import parse_classes
@@ -27,8 +30,8 @@ class Built:
 
 
 def build(args: argparse.Namespace) -> Built:
-    """Load the models, find the baseline, validate the SLO classes, make the engine (its
-    loop is not started: ``main`` runs it on the main thread)."""
+    """Load the models, find the profile (or measure one), validate the SLO classes, make
+    the engine (its loop is not started: ``main`` runs it on the main thread)."""
     policy = args.policy or ("adaserve" if names_a_draft(args.model, args.draft) else "incremental")
     cfg = EngineConfig(model=args.model, draft=args.draft, policy=policy, budget=args.budget,
                        max_depth=args.max_depth, max_width=args.max_width,
@@ -37,14 +40,10 @@ def build(args: argparse.Namespace) -> Built:
                        max_waiting=args.max_waiting, profile=args.profile, device=args.device)
     models = load_models(cfg)
     profile = load_profile(cfg)
-    baseline = args.baseline_ms
-    if baseline is None and profile is not None:
-        baseline = profile.baseline_latency_s * 1e3
-    if baseline is None:
-        from adaserve.engine.profiler import baseline_latency
-
-        log.info("no profile: measuring the baseline latency (incremental, batch 8)...")
-        baseline = baseline_latency(cfg, models, output=16) * 1e3
+    if profile is None or not profile.budget_trusted:
+        profile = startup_profile(cfg, models)
+    baseline = args.baseline_ms if args.baseline_ms is not None \
+        else profile.baseline_latency_s * 1e3
     classes = parse_classes(args.slo_classes, baseline)
     if args.default_class not in classes:
         raise ValueError(f"--default-class {args.default_class!r} is not one of {', '.join(classes)}")
@@ -55,19 +54,49 @@ def build(args: argparse.Namespace) -> Built:
     return Built(engine, settings)
 
 
-def main(args: argparse.Namespace) -> int:
+# What the start-up profile took on the 2-core AVX2 dev CPU, quiet (docs/server.md).
+STARTUP_PROFILE_S = 20
+
+
+def startup_profile(cfg: EngineConfig, models) -> Profile:
+    """No saved profile: measure a quick one now, in memory. Every policy then starts
+    (turbospec needs the latency model, adaserve prices its draft steps with it), B follows
+    the budget rule rather than a constant, and the baseline behind the x-multiple SLO
+    classes is this machine's. It is not saved: a start on a busy machine would fix its
+    slow numbers for good; `adaserve profile` measures with care and saves."""
+    from adaserve.engine.profiler import STARTUP_REPEATS, run_profile
+
+    log.warning("no saved profile for %s + %s: measuring budget B, latency models and baseline "
+                "latency now (~%d s on a 2-core CPU); the SLO milliseconds follow this "
+                "measurement, so they vary from start to start: `adaserve profile` saves a "
+                "profile that later starts load", cfg.model, cfg.draft, STARTUP_PROFILE_S)
+    t0 = time.perf_counter()
+    profile = run_profile(cfg, repeats=STARTUP_REPEATS, quick=True, log=log.debug, models=models)
+    log.info("measured in %.0f s: B = %d tokens (its forward costs %.2fx a one-token one), "
+             "baseline latency %.1f ms", time.perf_counter() - t0, profile.budget,
+             profile.samples["budget_ratio"], profile.baseline_latency_s * 1e3)
+    return profile
+
+
+def main(args: argparse.Namespace, sock: socket.socket) -> int:
+    """Serve on ``sock``, which the CLI bound before importing this module."""
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    built = build(args)
+    try:
+        built = build(args)
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(built.engine, built.settings)
     s = built.settings
-    log.info("serving %s with policy %s on http://%s:%d (dashboard: /dashboard); SLO classes: %s",
-             s.model_name, built.engine.config.policy, args.host, args.port,
+    log.info("serving %s with policy %s, B = %d, on http://%s:%d (dashboard: /dashboard); "
+             "SLO classes: %s", s.model_name, built.engine.config.policy,
+             built.engine.core.policy.config.budget, args.host, args.port,
              ", ".join(f"{c.name}={'best effort' if c.tpot_ms is None else f'{c.tpot_ms:.1f} ms'}"
                        for c in s.classes.values()))
-    return serve(built.engine, app, args.host, args.port, args.log_level.lower())
+    return serve(built.engine, app, sock, args.log_level.lower())
 
 
-def serve(engine: Engine, app, host: str, port: int, log_level: str) -> int:
+def serve(engine: Engine, app, sock: socket.socket, log_level: str) -> int:
     """uvicorn on a second thread, the engine loop on this (the main) one.
 
     The engine gets the main thread because torch's CPU ops run ~2x slower from any other
@@ -78,14 +107,14 @@ def serve(engine: Engine, app, host: str, port: int, log_level: str) -> int:
     """
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level,
                                            h11_max_incomplete_event_size=PARSER_HEADER_BYTES))
     failed: list[BaseException] = []
 
     def http() -> None:
         try:
-            server.run()
-        except BaseException as e:  # e.g. the port is taken: stop the engine, report it
+            server.run(sockets=[sock])
+        except BaseException as e:  # stop the engine, report it
             failed.append(e)
         finally:
             engine.close()

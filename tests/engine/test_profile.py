@@ -23,7 +23,9 @@ def test_profile_cli_writes_a_profile_the_engine_loads(tmp_path, smollm):
     assert min(KNEE_TOKENS) <= prof.budget <= max(KNEE_TOKENS)
     # every measured point is a real, positive forward time; the fits explain them
     knee = prof.samples["knee"]
-    assert len(knee["seconds"]) == len(KNEE_TOKENS) and min(knee["seconds"]) > 0
+    # --quick stops the curve past 2x a one-token forward, never before 4 counts
+    n = len(knee["tokens"])
+    assert n >= 4 and tuple(knee["tokens"]) == KNEE_TOKENS[:n] and min(knee["seconds"]) > 0
     assert prof.samples["target_r2"] > 0.5
     for m in (prof.target, prof.draft_model):
         assert all(math.isfinite(c) and c >= 0 for c in (m.alpha, m.gamma, m.delta))
@@ -31,10 +33,36 @@ def test_profile_cli_writes_a_profile_the_engine_loads(tmp_path, smollm):
     assert prof.draft_model.predict(1000, 16) < prof.target.predict(1000, 16)
     # the baseline is a decode iteration at batch 8: no faster than the fastest forward
     # measured at 8 tokens on the knee curve would allow, within timing noise
-    fastest8 = knee["seconds"][KNEE_TOKENS.index(8)]
-    assert 0.5 * fastest8 <= prof.baseline_latency_s < 10.0
+    # (a batch-8 decode step: no faster than a one-token forward, within timing noise)
+    assert 0.5 * knee["seconds"][0] <= prof.baseline_latency_s < 10.0
     with Engine(EngineConfig(draft="layers:2", policy="adaserve", profile=out)) as eng:
         assert eng.profile == prof
         assert eng.core.latency.base.target == prof.target
-        if prof.knee_found:
-            assert eng.core.policy.config.budget == prof.budget
+        # B by the budget rule: its forward within 1.15x of the one-token forward, and the
+        # next profiled count (if measured) past it
+        assert prof.budget_rule == "ratio<=1.15"
+        assert eng.core.policy.config.budget == prof.budget
+        curve = dict(zip(knee["tokens"], knee["seconds"]))
+        assert max(curve[t] for t in curve if t <= prof.budget) <= 1.15 * curve[1]
+        above = [t for t in curve if t > prof.budget]
+        if above:
+            assert max(curve[t] for t in curve if t <= min(above)) > 1.15 * curve[1]
+
+
+def test_a_profile_from_before_the_budget_rule_keeps_its_latency_but_not_its_budget(
+        tmp_path, smollm):
+    import json
+
+    from adaserve.engine.config import DEFAULT_BUDGET
+    from adaserve.scheduler import LatencyModel
+
+    old = {"model": "smollm2-135m", "draft": None, "budget": 96, "knee_found": True,
+           "target": LatencyModel(1e-6, 1e-3, 0.05).to_dict(), "draft_model": None,
+           "baseline_latency_s": 0.09, "machine": "m", "date": "2026-11-01", "samples": {}}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))  # written before budget_rule existed
+    prof = Profile.load(path)
+    assert prof.budget_rule == "hinge" and not prof.budget_trusted
+    with Engine(EngineConfig(profile=path)) as eng:
+        assert eng.core.policy.config.budget == DEFAULT_BUDGET
+        assert eng.core.latency.base.target == prof.target

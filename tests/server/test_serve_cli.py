@@ -1,37 +1,97 @@
-"""`adaserve serve` with no flag but a port: the README's first command starts a server on
-the embedded model pair that answers a chat request."""
+"""`adaserve serve` as a new user meets it: the README's command on a machine that has
+never run the project (an empty model cache, no saved profile), a port already taken, and
+every listed policy starting without a profile."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
+
 import httpx
+import pytest
 
 from adaserve.loadgen.serve_process import ServeProcess
 
 
-def test_serve_starts_with_defaults_and_answers(tmp_path):
-    server = ServeProcess([], tmp_path / "serve.log", timeout_s=240)  # only --port is given
+@pytest.fixture(scope="module")
+def fresh_cache(tmp_path_factory):
+    """A model cache no process has written: the first start converts the packaged GGUF."""
+    return tmp_path_factory.mktemp("fresh-cache")
+
+
+def test_a_fresh_machine_converts_measures_and_answers(fresh_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("ADASERVE_CACHE_DIR", str(fresh_cache))
+    assert not any(fresh_cache.iterdir())
+    log = tmp_path / "serve.log"
+    server = ServeProcess([], log, timeout_s=600)  # the README's command: only --port is given
     try:
+        # converted into the empty cache, and said in one line what it measures at start
+        assert (fresh_cache / "models" / "smollm2-135m" / "model.safetensors").is_file()
+        said = log.read_text()
+        assert said.count("no saved profile") == 1 and "adaserve profile" in said
+        assert not (fresh_cache / "profiles").exists()  # measured in memory, never saved
         info = server.info
         assert info["policy"] == "adaserve" and info["draft"] == "smollm2-135m-distilled"
         assert [c["name"] for c in info["slo_classes"]] == ["urgent", "moderate", "relaxed",
                                                            "best-effort"]
         assert info["baseline_latency_ms"] > 0 and info["default_slo_class"] == "relaxed"
         r = httpx.post(f"{server.url}/v1/chat/completions", timeout=120, json={
-            "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 4},
-            headers={"X-SLO-Class": "moderate"})
-        assert r.status_code == 200 and r.json()["slo_class"] == "moderate"
+            "messages": [{"role": "user", "content": "What is the capital of France?"}],
+            "max_tokens": 8, "temperature": 0}, headers={"X-SLO-Class": "moderate"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["slo_class"] == "moderate" and "Paris" in body["choices"][0]["message"]["content"]
     finally:
         server.stop()
 
-def test_without_a_profile_the_baseline_is_measured_at_start_up(monkeypatch):
+
+def test_turbospec_starts_without_a_profile(fresh_cache, tmp_path, monkeypatch):
+    # turbospec plans with a latency model: without a saved profile it is measured at start
+    monkeypatch.setenv("ADASERVE_CACHE_DIR", str(fresh_cache))
+    server = ServeProcess(["--policy", "turbospec"], tmp_path / "serve.log", timeout_s=600)
+    try:
+        assert server.info["policy"] == "turbospec"
+        r = httpx.post(f"{server.url}/v1/completions", timeout=120,
+                       json={"prompt": "One, two, three,", "max_tokens": 4})
+        assert r.status_code == 200, r.text
+    finally:
+        server.stop()
+
+
+def test_a_port_in_use_is_refused_at_once_in_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        t0 = time.monotonic()
+        run = subprocess.run([sys.executable, "-m", "adaserve.cli", "serve", "--port", str(port)],
+                             capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - t0
+    assert run.returncode == 1
+    lines = run.stderr.strip().splitlines()
+    assert lines == [f"adaserve serve: cannot listen on 127.0.0.1:{port}: the port is already "
+                     "in use; choose another with --port"]
+    assert "Loading" not in run.stdout + run.stderr  # refused before the model loaded
+    assert took < 60  # generous for a loaded CI machine; the model load alone takes longer
+
+
+def test_without_a_profile_budget_latency_and_baseline_are_measured_at_start_up(monkeypatch):
     import adaserve.server.main as serve_main
     from adaserve.cli import build_parser
 
     monkeypatch.setattr(serve_main, "load_profile", lambda cfg: None)
-    args = build_parser().parse_args(["serve", "--policy", "incremental", "--draft", "none"])
+    args = build_parser().parse_args(["serve"])
     built = serve_main.build(args)
     try:
+        prof = built.engine.profile
+        assert prof.budget_trusted and prof.target is not None and prof.draft_model is not None
+        # B follows the budget rule on the curve just measured
+        assert built.engine.core.policy.config.budget == prof.budget
+        assert prof.samples["budget_ratio"] <= 1.15
         assert 5.0 < built.settings.baseline_ms < 5000.0  # one batch-8 decode step, in ms
+        assert built.settings.baseline_ms == pytest.approx(prof.baseline_latency_s * 1e3)
         urgent = built.settings.classes["urgent"].tpot_ms
         assert urgent == built.settings.baseline_ms  # urgent = x1
         assert built.settings.classes["relaxed"].tpot_ms == 8 * urgent
