@@ -44,7 +44,10 @@ async def server_info(srv: ServerDep) -> dict:
                         for c in settings.classes.values()],
         "default_slo_class": settings.default_class,
         "profile": None if engine.profile is None else {
-            "date": engine.profile.date, "knee_found": engine.profile.knee_found},
+            "date": engine.profile.date, "budget": engine.profile.budget,
+            "budget_rule": engine.profile.budget_rule,
+            "budget_ratio": engine.profile.samples.get("budget_ratio"),
+            "knee_found": engine.profile.knee_found},
         **settings.extra_info,
     }
 

@@ -37,6 +37,9 @@ def test_a_fresh_machine_converts_measures_and_answers(fresh_cache, tmp_path, mo
         assert [c["name"] for c in info["slo_classes"]] == ["urgent", "moderate", "relaxed",
                                                            "best-effort"]
         assert info["baseline_latency_ms"] > 0 and info["default_slo_class"] == "relaxed"
+        prof = info["profile"]  # measured at start-up: B by the budget rule
+        assert prof["budget_rule"] == "ratio<=1.15" and prof["budget_ratio"] <= 1.15
+        assert info["budget"] == prof["budget"] >= 1
         r = httpx.post(f"{server.url}/v1/chat/completions", timeout=120, json={
             "messages": [{"role": "user", "content": "What is the capital of France?"}],
             "max_tokens": 8, "temperature": 0}, headers={"X-SLO-Class": "moderate"})
