@@ -40,13 +40,15 @@ from pathlib import Path
 import httpx
 import psutil
 from _common import RESULTS, commit, machine
-from soak_checks import completion_rate, failures, parse_metrics, rss_slope, soak_requests, total
+from soak_checks import (completion_rate, failures, others_cores, parse_metrics, rss_slope,
+                         soak_requests, total)
 
 from adaserve.loadgen.records import read_jsonl, summarize, summary_table
 from adaserve.loadgen.serve_process import ServeProcess
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, ClassMix, prompt_set
 
 PROBE_QUEUE = 8  # requests queued beyond the slots, so a freed slot is refilled at once
+SHARED_CORES = 0.25  # others' load beyond which the page says the machine was shared
 TTFT_SLO_MS = 5000.0  # the loadgen's default, for its per-class table
 
 
@@ -55,6 +57,22 @@ def rss_mib(pid: int) -> float:
     p = psutil.Process(pid)
     procs = [p, *p.children(recursive=True)]
     return sum(q.memory_info().rss for q in procs) / 2**20
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """(CPU-seconds the machine has been busy, CPU-seconds of this script and everything
+    it started: the server, the load generator and Locust)."""
+    t = psutil.cpu_times()
+    busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)  # steal counts: a neighbour's load
+    me = psutil.Process()
+    ours = 0.0
+    for p in (me, *me.children(recursive=True)):
+        try:
+            c = p.cpu_times()  # a reaped child is in its parent's children_* already
+            ours += c.user + c.system + c.children_user + c.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return busy, ours
 
 
 def scrape(url: str) -> dict[str, float] | None:
@@ -67,6 +85,7 @@ def scrape(url: str) -> dict[str, float] | None:
 def sample(server: ServeProcess, t0: float) -> dict:
     m = scrape(server.url)
     return {"t": time.monotonic() - t0, "rss_mib": rss_mib(server.proc.pid),
+            "cpu": cpu_seconds(),
             "running": None if m is None else m.get("adaserve_running_requests"),
             "waiting": None if m is None else m.get("adaserve_waiting_requests")}
 
@@ -115,13 +134,24 @@ async def _closed_loop(url: str, prompts, classes: list[str], clients: int, warm
                 else:
                     bad.append(r.status_code)
 
-        await asyncio.gather(*(client() for _ in range(clients)))
+        async def emitted() -> float:
+            """Tokens/s the server emitted over the window (its dashboard's per-second
+            iteration history, which keeps 600 s): smooth where completions come in
+            clumps, as requests admitted together finish together."""
+            span = window  # 10-600 s, as main() checks
+            await asyncio.sleep(max(0.0, stop - time.perf_counter()))
+            r = await c.get("/dashboard/data", params={"seconds": span})
+            return sum(x["tokens"] for x in r.json()["seconds"]) / span
+
+        *_, tok_s = await asyncio.gather(*(client() for _ in range(clients)), emitted())
     ends = [t for t, _ in done]
-    in_window = [(t, n) for t, n in done if warmup <= t < warmup + window]
+    mean_tokens = sum(n for _, n in done) / len(done) if done else float("nan")
     return {"clients": clients, "warmup_s": warmup, "window_s": window,
-            "completed_in_window": len(in_window), "non_200": bad,
-            "capacity_rps": completion_rate(ends, warmup, warmup + window),
-            "output_tok_s": sum(n for _, n in in_window) / window}
+            "completed_in_window": sum(warmup <= t < warmup + window for t in ends),
+            "non_200": bad, "capacity_rps": completion_rate(ends, warmup, warmup + window),
+            "server_tok_s": tok_s, "mean_output_tokens": mean_tokens,
+            # every request the probe started finished, so their mean length is unbiased
+            "capacity_from_tokens_rps": tok_s / mean_tokens}
 
 
 def measure_capacity(server: ServeProcess, args: argparse.Namespace) -> dict:
@@ -130,8 +160,11 @@ def measure_capacity(server: ServeProcess, args: argparse.Namespace) -> dict:
     clients = server.info["max_batch"] + PROBE_QUEUE
     print(f"[soak] capacity probe: {clients} closed-loop clients, {args.probe_warmup:g} s "
           f"warm-up + {args.probe_seconds:g} s counted", flush=True)
-    return asyncio.run(_closed_loop(server.url, prompts, classes, clients, args.probe_warmup,
-                                    args.probe_seconds))
+    cpu, t = cpu_seconds(), time.monotonic()
+    probe = asyncio.run(_closed_loop(server.url, prompts, classes, clients, args.probe_warmup,
+                                     args.probe_seconds))
+    probe["others_cores"] = others_cores(cpu, cpu_seconds(), time.monotonic() - t)
+    return probe
 
 
 async def _fill(url: str, n: int) -> dict:
@@ -161,6 +194,7 @@ async def _fill(url: str, n: int) -> dict:
         poller = asyncio.create_task(poll())
         codes = await asyncio.gather(*(one(i) for i in range(n)))
         poller.cancel()
+        await asyncio.gather(poller, return_exceptions=True)
     return {"requests": n, "ok": sum(c == 200 for c in codes), "peak_running": peak,
             "not_ok": [c for c in codes if c != 200]}
 
@@ -210,6 +244,8 @@ def run(args: argparse.Namespace, out: Path) -> dict:
                                time.monotonic() + args.grace_seconds)
         res["metrics_end"] = scrape(server.url)
         res["samples"] = samples
+        res["others_cores_load"] = others_cores(samples[0]["cpu"], samples[-1]["cpu"],
+                                                samples[-1]["t"] - samples[0]["t"])
         res["fill"] = asyncio.run(_fill(server.url, server.info["max_batch"]))
         res["metrics_after_fill"] = scrape(server.url)
         res["rss_after_fill_mib"] = rss_mib(server.proc.pid)
@@ -308,12 +344,17 @@ def page(res: dict, rows, args: argparse.Namespace, records) -> str:
                f"as soon as the last finished, the soak's prompts (`{args.prompts}`, their own "
                f"output lengths) and class mix; {probe['completed_in_window']} requests "
                f"finished in the {probe['window_s']:g} s after a {probe['warmup_s']:g} s "
-               f"warm-up = **{probe['capacity_rps']:.3f} requests/s** "
-               f"({probe['output_tok_s']:.1f} output tok/s); non-200 answers: "
-               f"{len(probe['non_200'])}")
+               f"warm-up = **{probe['capacity_rps']:.3f} requests/s**; non-200 answers: "
+               f"{len(probe['non_200'])}. Cross-check: the server emitted "
+               f"{probe['server_tok_s']:.1f} tokens/s over the window (/dashboard/data), / "
+               f"{probe['mean_output_tokens']:.1f} output tokens per probe request = "
+               f"{probe['capacity_from_tokens_rps']:.3f} requests/s")
     else:
         cap = f"given with --capacity: **{res['capacity_rps']:.3f} requests/s**"
     f = res["failures"]
+    others = [res["others_cores_load"]] + ([probe["others_cores"]] if probe else [])
+    shared = (f"{probe['others_cores']:.2f} cores during the probe, " if probe else "") + \
+        f"{res['others_cores_load']:.2f} cores during the load"
     lines = [
         "# Soak: 0.8x capacity, mixed SLO classes", "",
         f"- command: `{res['command']}`", f"- machine: {res['machine']}",
@@ -327,7 +368,11 @@ def page(res: dict, rows, args: argparse.Namespace, records) -> str:
         f"- load: `{res['loadgen_command']}`: {res['requests']} requests, Poisson at "
         f"{res['rate_rps']:.3f}/s = {args.load:g} x capacity over {args.minutes:g} minute(s), "
         f"class mix {DEFAULT_MIX} (i.i.d. draws), prompt set {args.prompts}; the last "
-        f"request finished {res['load_s']:.0f} s after the load started", "",
+        f"request finished {res['load_s']:.0f} s after the load started",
+        f"- other processes' CPU load, on average: {shared} (of {os.cpu_count()} cores; "
+        "the machine's busy time less this script's, the server's and the loadgen's)"
+        + (": **the machine was shared, so the capacity and the timings are low**"
+           if max(others) > SHARED_CORES else ""), "",
         "Capacity is the request throughput the server sustains when it is never short of "
         "work, measured with the soak's own workload, so 0.8x keeps the server busy with a "
         "stable queue. The rate sweeps in results/rate/ are not used: they ran with "
@@ -373,10 +418,11 @@ def main() -> int:
     ap.add_argument("--load", type=float, default=0.8, help="request rate / capacity")
     ap.add_argument("--capacity", type=float, default=None,
                     help="capacity in requests/s (default: measure it with the probe)")
-    ap.add_argument("--probe-seconds", type=float, default=120.0,
-                    help="the probe's counted window")
-    ap.add_argument("--probe-warmup", type=float, default=30.0,
-                    help="probe seconds before counting starts")
+    ap.add_argument("--probe-seconds", type=float, default=180.0,
+                    help="the probe's counted window, 10-600 s")
+    ap.add_argument("--probe-warmup", type=float, default=60.0,
+                    help="probe seconds before counting starts: at least one turn of the "
+                         "clients (40 requests at ~0.8/s on the 2-core dev VM: ~50 s)")
     ap.add_argument("--sample-seconds", type=float, default=5.0,
                     help="RSS and /metrics sampling period")
     ap.add_argument("--max-slope", type=float, default=1.0,
@@ -391,11 +437,13 @@ def main() -> int:
     ap.add_argument("--serve-args", default="", help="extra flags for `adaserve serve`")
     ap.add_argument("--out", type=Path, default=RESULTS / "soak")
     args = ap.parse_args()
-    for name in ("minutes", "load", "probe_seconds", "sample_seconds"):
+    for name in ("minutes", "load", "sample_seconds"):
         if not getattr(args, name) > 0:
             ap.error(f"--{name.replace('_', '-')} must be > 0")
     if args.capacity is not None and not args.capacity > 0:
         ap.error("--capacity must be > 0 requests/s")
+    if not 10 <= args.probe_seconds <= 600:
+        ap.error("--probe-seconds must be 10-600 (the server's history keeps 600 s)")
     if args.probe_warmup < 0:
         ap.error("--probe-warmup must be >= 0")
 

@@ -116,3 +116,11 @@ def rss_slope(t_s: Sequence[float], rss_mib: Sequence[float], start_s: float,
         resid = y - (slope * t + icpt)
         stderr = math.sqrt(resid @ resid / (t.size - 2) / ((t - t.mean()) @ (t - t.mean())))
     return Slope(float(slope), float(icpt), stderr, int(t.size))
+
+
+def others_cores(start: tuple[float, float], end: tuple[float, float], wall_s: float) -> float:
+    """Cores other processes kept busy between two (machine busy, ours) CPU-second
+    readings ``wall_s`` apart: what a shared machine took from the measurement."""
+    if not wall_s > 0:
+        raise ValueError(f"wall_s must be > 0, got {wall_s!r}")
+    return max(0.0, (end[0] - start[0]) - (end[1] - start[1])) / wall_s

@@ -124,3 +124,10 @@ def test_rss_slope_needs_two_times():
         soak.rss_slope([0.0, 10.0], [1.0, 2.0], 5, 9)
     s = soak.rss_slope([0.0, 60.0], [1.0, 2.0], 0, 60)
     assert s.mib_per_min == pytest.approx(1.0) and math.isnan(s.stderr)
+
+
+def test_others_cores_is_the_machine_busy_time_not_ours():
+    assert soak.others_cores((100.0, 10.0), (130.0, 25.0), 10.0) == pytest.approx(1.5)
+    assert soak.others_cores((100.0, 10.0), (110.0, 21.0), 10.0) == 0.0  # rounding: never < 0
+    with pytest.raises(ValueError):
+        soak.others_cores((0.0, 0.0), (1.0, 0.0), 0.0)
