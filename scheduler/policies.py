@@ -44,6 +44,12 @@ class Policy(ABC):
         self.latency = latency  # None: iteration latency is not predicted (t_spec = 0)
         self.acceptance = acceptance if acceptance is not None else AcceptanceTracker()
 
+    @property
+    def may_draft(self) -> bool:
+        """Whether any plan of this policy can ask for a draft tree. An engine may leave a
+        draft that can never be asked for idle (no prefill, no KV)."""
+        return True
+
     @abstractmethod
     def plan(self, batch: BatchView) -> SpecPlan:
         """The draft shape for this iteration."""
@@ -71,6 +77,10 @@ class Policy(ABC):
 
 class _BudgetedPolicy(Policy):
     """Beam-search candidates shaped by Eq. 8-9; selection under budget B."""
+
+    @property
+    def may_draft(self) -> bool:
+        return self.config.budget > 1  # B = 1: one root fills it whatever the batch
 
     def plan(self, batch: BatchView) -> SpecPlan:
         n, budget = batch.n, self.config.budget
@@ -157,6 +167,7 @@ class SpecInferPolicy(Policy):
 class IncrementalPolicy(Policy):
     name = "incremental"
     summary = "no speculation, continuous batching (vLLM-style baseline)"
+    may_draft = False
 
     def plan(self, batch: BatchView) -> SpecPlan:
         if batch.n == 0:

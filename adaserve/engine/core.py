@@ -58,11 +58,18 @@ class EngineCore:
         sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width,
                                 cost_aware_depth=cfg.cost_aware_depth)
         self.max_tree = _max_tree_nodes(sched)
+        # t_spec: the profile's latency model, rescaled by every measured iteration
+        self.latency = CalibratedLatency(
+            None if profile is None else IterationLatency(profile.target, profile.draft_model))
+        self.policy = make_policy(cfg.policy, sched, self.latency)
+        # A draft the policy can never ask for (B = 1: a root fills the budget) stays idle:
+        # no prefill, no KV. The iteration is then incremental's, forward for forward; run
+        # in prefill it cost adaserve 91% attainment against incremental's 99% (issue 16).
+        d = models.draft if self.policy.may_draft else None
         # A slot holds the context, a verification tree's scratch and the trash column.
         slot_len = cfg.max_context + self.max_tree + 1
         dt = models.target.dtype
         per_slot = KVCache.bytes_per_slot(tcfg.layers, tcfg.kv_heads, tcfg.head_dim, slot_len, dt)
-        d = models.draft
         if d is not None and d is not models.target:
             per_slot += KVCache.bytes_per_slot(d.n_layers, d.cfg.kv_heads, d.cfg.head_dim,
                                                slot_len, dt)
@@ -77,10 +84,6 @@ class EngineCore:
                           slot_len, dt, dev)
         self.draft_kv = None if d is None else KVCache(
             d.n_layers, n_slots, d.cfg.kv_heads, d.cfg.head_dim, slot_len, dt, dev)
-        # t_spec: the profile's latency model, rescaled by every measured iteration
-        self.latency = CalibratedLatency(
-            None if profile is None else IterationLatency(profile.target, profile.draft_model))
-        self.policy = make_policy(cfg.policy, sched, self.latency)
         self.default_slo = SLO.from_ms(cfg.default_slo_ms)
         self.waiting: collections.deque[Request] = collections.deque()
         self.slots: list[Request] = []  # index = KV slot; [0, n_decode) decode, then prefill

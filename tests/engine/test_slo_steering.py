@@ -91,3 +91,21 @@ def test_the_budget_goes_to_the_request_behind_its_slo(models):
         greedy = select_global_greedy(seen["cands"], 4).mask.sum(axis=1)
         differs += int(greedy[b] != 3)
     assert differs >= 1
+
+
+def test_a_draft_the_budget_never_asks_for_stays_idle(models):
+    """B = 1: a root fills the budget, so adaserve can never draft. The engine then runs no
+    draft at all (no prefill, no KV) and its iterations are incremental's."""
+    params = SamplingParams(max_tokens=12, ignore_eos=True)
+    runs = {}
+    for policy, budget in (("adaserve", 1), ("incremental", None), ("adaserve", 4)):
+        core = EngineCore(EngineConfig(policy=policy, budget=budget, max_context=256), models)
+        assert (core.draft_kv is None) is (budget != 4)
+        assert core.policy.may_draft is (budget == 4)
+        core.add("r", core.models.tokenizer.encode("The capital of France is"), params)
+        out = []
+        while core.has_work:
+            out += [t for o in core.step() for t in o.token_ids]
+        runs[budget] = (out, [s.depth for s in core.stats], [s.verify_tokens for s in core.stats])
+    assert runs[1] == runs[None]  # the same tokens, depth 0 and one verified token each step
+    assert runs[4][0] == runs[None][0] and max(runs[4][1]) > 0  # room in the budget: it drafts
