@@ -316,6 +316,10 @@ def plot(res: dict, args: argparse.Namespace, path: Path) -> None:
         ax.plot([a / 60, b / 60], [sl["intercept_mib"] + sl["mib_per_min"] * x / 60
                                    for x in (a, b)],
                 color="black", ls="--", label=f"fit {sl['mib_per_min']:+.2f} MiB/min")
+    lo, hi = min(x["rss_mib"] for x in s), max(x["rss_mib"] for x in s)
+    mid = (lo + hi) / 2  # at least 20 MiB tall, so a flat line looks flat
+    ax.set_ylim(min(lo, mid - 10) - 1, max(hi, mid + 10) + 1)
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax.set_xlabel("minutes since the load generator started")
     ax.set_ylabel("resident memory (MiB)")
     ax2 = ax.twinx()
@@ -385,8 +389,8 @@ def page(res: dict, rows, args: argparse.Namespace, records) -> str:
         "request. Weights and the KV pool are allocated at start-up; what a request could "
         "leak is host objects: its token ids as a Python list take ~36 B a token, ~20 KiB "
         "for a 500-token prompt, and a leaked per-step tensor (logits over the 49k "
-        "vocabulary: 192 KiB) far more. A slower leak passes: "
-        f"{args.minutes:g} minutes cannot tell it from noise, and the limit is still "
+        "vocabulary: 192 KiB) far more. A slower leak passes: a "
+        f"{args.minutes:g}-minute run cannot tell it from noise, and the limit is still "
         f"{th['mib_per_min'] * 60 * 24 / 1024:.1f} GiB a day.", "",
         "## Memory (server RSS, MiB)", "", "| when | RSS |", "|---|---|",
         f"| idle after start-up | {res['rss_idle_mib']:.0f} |",
@@ -447,9 +451,10 @@ def main() -> int:
     if args.probe_warmup < 0:
         ap.error("--probe-warmup must be >= 0")
 
-    started = dt.datetime.now().isoformat(timespec="seconds")
+    # the code the server runs is the tree at its start: others may commit meanwhile
+    started, head = dt.datetime.now().isoformat(timespec="seconds"), commit()
     res = run(args, args.out)
-    res.update(command="python " + shlex.join(sys.argv), date=started, commit=commit(),
+    res.update(command="python " + shlex.join(sys.argv), date=started, commit=head,
                machine=f"{platform.node()}, {platform.platform()}, {machine()}")
     path = args.out / "loadgen" / "records.jsonl"
     records = read_jsonl(path) if path.exists() else []  # none: the loadgen failed, see its log
