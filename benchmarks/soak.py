@@ -38,7 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import httpx
-import psutil
+import psutil  # installed with locust, which the soak needs anyway (the [loadgen] extra)
 from _common import RESULTS, commit, machine
 from soak_checks import (completion_rate, failures, others_cores, parse_metrics, rss_slope,
                          soak_requests, total)
