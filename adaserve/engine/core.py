@@ -63,8 +63,8 @@ class EngineCore:
             None if profile is None else IterationLatency(profile.target, profile.draft_model))
         self.policy = make_policy(cfg.policy, sched, self.latency)
         # A draft the policy can never ask for (B = 1: a root fills the budget) stays idle:
-        # no prefill, no KV. The iteration is then incremental's, forward for forward; run
-        # in prefill it cost adaserve 91% attainment against incremental's 99% (issue 16).
+        # no prefill, no KV. The iteration is then incremental's, forward for forward,
+        # instead of incremental's plus a draft forward over every prompt chunk.
         d = models.draft if self.policy.may_draft else None
         # A slot holds the context, a verification tree's scratch and the trash column.
         slot_len = cfg.max_context + self.max_tree + 1
