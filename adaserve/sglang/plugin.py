@@ -5,7 +5,7 @@ SGLang calls ``register()`` in every process it spawns (entry point group
 speculative-algorithm registry as a standalone-draft algorithm whose worker is SGLang's
 ``StandaloneWorkerV2`` with AdaServe's selection in the draft worker.
 
-Status (see README "SGLang"): everything but the model forwards is tested on CPU against
+Status (see docs/sglang.md): everything but the model forwards is tested on CPU against
 the installed sglang 0.5.23 (tests/sglang_tier); it has not yet run on a GPU.
 """
 
