@@ -79,18 +79,25 @@ class SLOTraffic(HttpUser):
         progress = gevent.spawn(self._progress, t0)
         gevent.joinall(greenlets)
         progress.kill()
-        opts = self.environment.parsed_options
-        records = sorted(self.records, key=lambda r: r.index)
-        write_jsonl(records, Path(opts.records))
-        print(f"[adaserve] {len(records)} requests recorded in {opts.records}", flush=True)
+        records = self._save()
+        print(f"[adaserve] {len(records)} requests recorded in "
+              f"{self.environment.parsed_options.records}", flush=True)
         runner = self.environment.runner
         if runner is not None:
             runner.quit()
         self.stop()
 
+    def _save(self) -> list[Record]:
+        records = sorted(self.records, key=lambda r: r.index)
+        write_jsonl(records, Path(self.environment.parsed_options.records))
+        return records
+
     def _progress(self, t0: float) -> None:
         while True:
             gevent.sleep(5)
+            # a checkpoint: a run stopped from outside (the soak's grace time, a signal)
+            # keeps what finished, the rest marked pending, instead of losing every record
+            self._save()
             done = [r for r in self.records if r.status != "pending"]
             att = [r.attained for r in done if r.attained is not None]
             print(f"[adaserve] t={time.monotonic() - t0:6.1f}s sent {len(self.records)}/"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -75,10 +76,14 @@ class Record:
 
 
 def write_jsonl(records: Iterable[Record], path: Path) -> None:
+    """Write atomically (a temporary file, then a rename): a reader, or a run stopped
+    mid-write, sees the previous complete file or this one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
         for r in records:
             f.write(json.dumps(r.to_json()) + "\n")
+    os.replace(tmp, path)
 
 
 def read_jsonl(path: Path) -> list[Record]:

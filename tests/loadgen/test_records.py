@@ -56,3 +56,14 @@ def test_summary_rows_per_class_and_overall(tmp_path):
     back = read_jsonl(tmp_path / "r.jsonl")
     assert [(b.index, b.tpot_ms, b.attained) for b in back] == [(r.index, r.tpot_ms, r.attained) for r in rs]
     assert math.isnan(summarize([rec(0, "u", 1.0, 0, None, None, 0, status="error", fin=0)], 1.0, wall_s=0)[0].goodput_tok_s)
+
+
+def test_write_jsonl_replaces_the_file_whole(tmp_path):
+    from adaserve.loadgen.records import Record, read_jsonl, write_jsonl
+
+    path = tmp_path / "records.jsonl"
+    first = [Record(0, "urgent", 50.0, 0.0, 0.001)]
+    write_jsonl(first, path)
+    write_jsonl(first + [Record(1, "relaxed", 400.0, 1.0, 1.002)], path)
+    assert [r.index for r in read_jsonl(path)] == [0, 1]
+    assert [p.name for p in tmp_path.iterdir()] == ["records.jsonl"]  # no temporary left
