@@ -132,8 +132,9 @@ def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False, log=pr
         draft_grid = _latency_grid(models.draft, repeats, quick)
         draft_model = LatencyModel.fit(draft_grid["context_tokens"], draft_grid["batch_tokens"],
                                        draft_grid["seconds"])
-    log("measuring the baseline latency (incremental, batch 8, in 32, out 128)...")
-    base = baseline_latency(cfg, models, output=16 if quick else 128)
+    out = 16 if quick else 128
+    log(f"measuring the baseline latency (incremental, batch 8, in 32, out {out})...")
+    base = baseline_latency(cfg, models, output=out)
     return Profile(
         model=cfg.model, draft=cfg.draft, budget=budget.tokens, knee_found=bool(knee.found),
         target=target, draft_model=draft_model, baseline_latency_s=base,
