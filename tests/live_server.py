@@ -33,7 +33,7 @@ class Live:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if not core.slots and not core.waiting and not self.engine._inbox \
-                    and core.free_slots == core.kv.n_slots:
+                    and core.free_slots == core.n_slots:
                 return True
             time.sleep(0.05)
         return False

@@ -1,7 +1,11 @@
-"""One engine iteration (DESIGN.md "The algorithm"), single-threaded and synchronous.
+"""The scheduling loop: one engine iteration (DESIGN.md "The algorithm"), single-threaded
+and synchronous.
 
 admit -> prefill chunk -> plan -> draft trees -> select -> verify -> commit -> emit.
-`Engine` (engine.py) runs this in its own thread; tests drive it directly.
+This module decides; an `Executor` (executor.py) runs the model work it decides on: the
+PyTorch models (torch_executor.py) or the simulator's hardware and acceptance models
+(adaserve.sim). Time comes from the clock the core is given, never read here directly.
+`Engine` (engine.py) runs this in its own thread; tests and the simulator drive it directly.
 """
 
 from __future__ import annotations
@@ -13,17 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from adaserve.engine.batch import chunk_batch
 from adaserve.engine.config import DEFAULT_BUDGET, EngineConfig
-from adaserve.engine.draft import draft_trees
-from adaserve.engine.kv_cache import KVCache
+from adaserve.engine.executor import Executor, PrefillChunk
 from adaserve.engine.loader import Models
 from adaserve.engine.profile_data import Profile
 from adaserve.engine.request import Output, Phase, Request
 from adaserve.engine.sampling import SamplingParams
-from adaserve.engine.verify import verify
+from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, BatchView, CalibratedLatency, Calibration, CandidateBatch,
                                 IterationLatency, SchedulerConfig, make_policy)
 
@@ -49,15 +50,22 @@ class IterationStats:
 
 
 class EngineCore:
-    def __init__(self, cfg: EngineConfig, models: Models, profile: Profile | None = None) -> None:
-        self.cfg, self.models, self.profile = cfg, models, profile
-        tcfg = models.target.cfg
+    """The scheduling half. Give it ``models`` (the real models, run by a TorchExecutor) or
+    an ``executor``; ``clock`` returns seconds (perf_counter, or a simulator's virtual time).
+    """
+
+    def __init__(self, cfg: EngineConfig, models: Models | None = None,
+                 profile: Profile | None = None, *, executor: Executor | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if (models is None) == (executor is None):
+            raise ValueError("give EngineCore exactly one of models and executor")
+        self.cfg, self.models, self.profile, self.clock = cfg, models, profile, clock
         # A profile saved under the old knee rule says nothing reliable about B.
         budget = cfg.budget or (profile.budget if profile and profile.budget_trusted
                                 else DEFAULT_BUDGET)
         sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width,
                                 cost_aware_depth=cfg.cost_aware_depth)
-        self.max_tree = _max_tree_nodes(sched)
+        self.max_tree = max_tree_nodes(sched)
         # t_spec: the profile's latency model, rescaled by every measured iteration
         self.latency = CalibratedLatency(
             None if profile is None else IterationLatency(profile.target, profile.draft_model))
@@ -65,25 +73,8 @@ class EngineCore:
         # A draft the policy can never ask for (B = 1: a root fills the budget) stays idle:
         # no prefill, no KV. The iteration is then incremental's, forward for forward,
         # instead of incremental's plus a draft forward over every prompt chunk.
-        d = models.draft if self.policy.may_draft else None
-        # A slot holds the context, a verification tree's scratch and the trash column.
-        slot_len = cfg.max_context + self.max_tree + 1
-        dt = models.target.dtype
-        per_slot = KVCache.bytes_per_slot(tcfg.layers, tcfg.kv_heads, tcfg.head_dim, slot_len, dt)
-        if d is not None and d is not models.target:
-            per_slot += KVCache.bytes_per_slot(d.n_layers, d.cfg.kv_heads, d.cfg.head_dim,
-                                               slot_len, dt)
-        elif d is models.target:
-            per_slot *= 2
-        n_slots = min(cfg.max_batch, cfg.kv_cache_mb * 2**20 // per_slot)
-        if n_slots < 1:
-            raise ValueError(f"kv_cache_mb={cfg.kv_cache_mb} cannot hold one request of "
-                             f"max_context={cfg.max_context} ({per_slot / 2**20:.1f} MiB each)")
-        dev = models.device
-        self.kv = KVCache(models.target.n_layers, n_slots, tcfg.kv_heads, tcfg.head_dim,
-                          slot_len, dt, dev)
-        self.draft_kv = None if d is None else KVCache(
-            d.n_layers, n_slots, d.cfg.kv_heads, d.cfg.head_dim, slot_len, dt, dev)
+        self.executor = executor or TorchExecutor(cfg, models, self.max_tree,
+                                                  use_draft=self.policy.may_draft)
         self.default_slo = SLO.from_ms(cfg.default_slo_ms)
         self.waiting: collections.deque[Request] = collections.deque()
         self.slots: list[Request] = []  # index = KV slot; [0, n_decode) decode, then prefill
@@ -105,7 +96,8 @@ class EngineCore:
         self.check(prompt_ids, params, len(self.waiting))
         # any int seeds (negative or huge ones too): the sampler keys on it as a uint64
         seed = params.seed % (1 << 64) if params.seed is not None else random.getrandbits(63)
-        r = Request(request_id, list(prompt_ids), params, slo or self.default_slo, seed)
+        r = Request(request_id, list(prompt_ids), params, slo or self.default_slo, seed,
+                    t_submit=self.clock())
         self.waiting.append(r)
         self.by_id[request_id] = r
         return r
@@ -116,7 +108,7 @@ class EngineCore:
             raise ValueError("params must be a SamplingParams")
         if not prompt_ids:
             raise ValueError("the prompt is empty")
-        vocab = self.models.target.cfg.vocab
+        vocab = self.executor.vocab
         if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
             raise ValueError(f"prompt token ids must be in [0, {vocab})")
         if len(prompt_ids) + params.max_tokens > self.cfg.max_context:
@@ -155,13 +147,17 @@ class EngineCore:
         return bool(self.waiting or self.slots)
 
     @property
+    def n_slots(self) -> int:
+        return self.executor.n_slots
+
+    @property
     def free_slots(self) -> int:
-        return self.kv.n_slots - len(self.slots)
+        return self.n_slots - len(self.slots)
 
     # ---- one iteration -------------------------------------------------------------------
 
     def step(self) -> list[Output]:
-        t0 = time.perf_counter()
+        t0 = self.clock()
         self._admit()
         prefilled = self._prefill()
         outputs: list[Output] = []
@@ -170,16 +166,15 @@ class EngineCore:
             return outputs
         view = self._view(reqs, t0)
         plan = self.policy.plan(view)
-        if plan.speculates:
-            trees = draft_trees(self.models.draft, self.draft_kv, reqs, plan,
-                                self.models.draft_token_ids)
-            cands = trees.candidates
-        else:
-            trees, cands = None, CandidateBatch.roots([r.tokens[-1] for r in reqs])
+        drafted = self.executor.draft(reqs, plan) if plan.speculates else None
+        cands = (drafted.candidates if drafted is not None
+                 else CandidateBatch.roots([r.tokens[-1] for r in reqs]))
         sel = self.policy.select(view, plan, cands)
-        res = verify(self.models.target, self.kv, reqs, cands, sel.mask)
-        if trees is not None:
-            self._commit_draft(reqs, cands, trees, res.accepted)
+        res = self.executor.verify(reqs, cands, sel.mask, drafted)
+        for r, nodes in zip(reqs, res.accepted):
+            r.target_len += 1 + len(nodes)  # the root and the accepted nodes are committed
+        if drafted is not None:
+            self.executor.commit_draft(reqs, drafted, res)
             # a tree is a geometric trial per depth: a accepted of its selected depth d,
             # a failure only when a < d (counting nodes instead would log a failure on
             # every fully accepted path of a wide tree)
@@ -187,7 +182,7 @@ class EngineCore:
                                            np.where(sel.mask, cands.depth, 0).max(1),
                                            [len(a) for a in res.accepted])
             self._observe_calibration(cands, sel.mask, res.accepted)
-        now = time.perf_counter()
+        now = self.clock()
         done = []
         emitted = 0
         for r, new in zip(reqs, res.new_tokens):
@@ -199,7 +194,7 @@ class EngineCore:
             outputs.append(out)
         for r in done:
             self._free(r)
-        seconds = time.perf_counter() - t0
+        seconds = self.clock() - t0
         ctx, verified = int(view.context_tokens.sum()), int(res.verified.sum())
         self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds)
         st = IterationStats(seconds, plan.t_spec_s, len(reqs), len(self.waiting), plan.depth,
@@ -228,26 +223,13 @@ class EngineCore:
         f = np.clip(np.exp(cands.log_prob[rows, cols]), 0.0, 1.0)
         self.calibration.observe(f, hit[rows, cols], rows, selected.shape[0])
 
-    def _commit_draft(self, reqs, cands, trees, accepted) -> None:
-        """Keep the draft's K/V of accepted nodes it was fed (seed 000 KV alignment); the
-        rest of the accepted path and the bonus token reach the draft next iteration."""
-        slots, src, dst = [], [], []
-        for i, (r, nodes) in enumerate(zip(reqs, accepted)):
-            fed = nodes[cands.depth[i, nodes] < trees.fed_depth]
-            if fed.size:
-                base = int(trees.scratch_base[i])
-                slots.append(np.full(fed.size, i))
-                src.append(base + fed - 1)
-                dst.append(base + cands.depth[i, fed] - 1)
-                r.draft_len += fed.size
-        self.draft_kv.move_columns(slots, src, dst)
-
     # ---- admission and prefill -----------------------------------------------------------
 
     def _admit(self) -> None:
-        while self.waiting and len(self.slots) < self.kv.n_slots:
+        while self.waiting and len(self.slots) < self.n_slots:
             r = self.waiting.popleft()
             r.slot, r.phase = len(self.slots), Phase.PREFILL
+            self.executor.open_slot(r.slot)
             self.slots.append(r)
 
     def _prefill(self) -> int:
@@ -269,17 +251,9 @@ class EngineCore:
             batch.append((r, r.tokens[r.target_len: r.target_len + take]))
         work = [(r, c) for r, c in batch if c]
         if work:
-            slots = torch.tensor([r.slot for r, _ in work])
-            starts = torch.tensor([r.target_len for r, _ in work])
-            chunks = [c for _, c in work]
-            # one batch serves both models: the two caches share slot_len and trash column
-            fb = chunk_batch(slots, starts, chunks, self.kv.trash_col, "none")
-            self.models.target(self.kv, fb)
-            if self.draft_kv is not None:
-                self.models.draft(self.draft_kv, fb)
+            self.executor.prefill([PrefillChunk(r.slot, r.target_len, tuple(c)) for r, c in work])
             for r, c in work:
                 r.target_len += len(c)
-                r.draft_len = r.target_len if self.draft_kv is not None else 0
         for r, _ in batch:
             if r.target_len == r.n_prompt - 1:
                 self._promote(r)
@@ -290,9 +264,7 @@ class EngineCore:
         j, k = r.slot, self.n_decode
         if j != k:
             other = self.slots[k]
-            self.kv.swap_slots(j, k, r.target_len, other.target_len)
-            if self.draft_kv is not None:
-                self.draft_kv.swap_slots(j, k, r.draft_len, other.draft_len)
+            self.executor.swap_slots(j, k, r.target_len, other.target_len)
             self.slots[j], self.slots[k] = other, r
             other.slot, r.slot = j, k
         r.phase = Phase.DECODE
@@ -316,9 +288,7 @@ class EngineCore:
         if src == dst or src >= len(self.slots):
             return
         m = self.slots[src]
-        self.kv.copy_slot(src, dst, m.target_len)
-        if self.draft_kv is not None:
-            self.draft_kv.copy_slot(src, dst, m.draft_len)
+        self.executor.copy_slot(src, dst, m.target_len)
         self.slots[dst], m.slot = m, dst
 
     def _emit(self, r: Request, new: list[int], now: float) -> Output:
@@ -327,7 +297,7 @@ class EngineCore:
         added: list[int] = []
         reason = None
         for t in new:
-            if t in self.models.eos_ids and not p.ignore_eos:
+            if t in self.executor.eos_ids and not p.ignore_eos:
                 reason = "stop"
                 break
             added.append(t)
@@ -338,7 +308,11 @@ class EngineCore:
         if added:
             r.t_first = r.t_first or now
             r.t_last = now
-        full = self.models.tokenizer.decode(r.output_ids, skip_special_tokens=True)
+        tokenizer = self.executor.tokenizer
+        if tokenizer is None:  # token ids only (the simulator): no text, no stop strings
+            return (Output(r.id, tuple(added), "") if reason is None
+                    else self._finish(r, reason, tuple(added)))
+        full = tokenizer.decode(r.output_ids, skip_special_tokens=True)
         release = len(full)
         for s in p.stop:
             at = full.find(s, max(0, len(r.text) - len(s)))
@@ -363,7 +337,7 @@ class EngineCore:
                       error=error)
 
 
-def _max_tree_nodes(sched: SchedulerConfig) -> int:
+def max_tree_nodes(sched: SchedulerConfig) -> int:
     """The most nodes one request's candidate tree can have under any policy."""
     beam = 1 + sched.max_depth * sched.max_width
     exp = sched.specinfer_expansion

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import time
 from dataclasses import dataclass, field
 
 from adaserve.engine.sampling import SamplingParams
@@ -49,12 +48,11 @@ class Request:
     params: SamplingParams
     slo: SLO
     seed: int
-    t_submit: float = field(default_factory=time.perf_counter)
+    t_submit: float = 0.0  # the engine clock's reading when the request was added
     phase: Phase = Phase.WAITING
     tokens: list[int] = field(default_factory=list)  # prompt + output
     slot: int = -1
     target_len: int = 0  # tokens whose K/V the target cache holds (committed)
-    draft_len: int = 0  # the same for the draft cache
     t_first: float | None = None
     t_last: float | None = None
     steps: int = 0

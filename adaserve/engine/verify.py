@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from adaserve.engine.batch import tree_batch
+from adaserve.engine.executor import VerifyResult
 from adaserve.engine.kv_cache import KVCache
 from adaserve.engine.model import Llama
 from adaserve.engine.request import Request
@@ -27,13 +28,6 @@ class Packed:
     depth: np.ndarray  # [n, Q] int64
     valid: np.ndarray  # [n, Q] bool
     ancestors: np.ndarray  # [n, Q, Q] bool
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyResult:
-    accepted: list[np.ndarray]  # per request: tree indices of accepted non-root nodes, by depth
-    new_tokens: list[list[int]]  # per request: accepted tokens, then the bonus token
-    verified: np.ndarray  # [n] tokens each request put through the target
 
 
 def pack(c: CandidateBatch, mask: np.ndarray) -> Packed:
@@ -59,7 +53,8 @@ def pack(c: CandidateBatch, mask: np.ndarray) -> Packed:
 def verify(model: Llama, kv: KVCache, reqs: list[Request], c: CandidateBatch,
            mask: np.ndarray) -> VerifyResult:
     """Verify the selected nodes (mask [n, N], ancestor-closed) of the requests in slots
-    [0, n); commits each accepted path's K/V and returns the tokens to append."""
+    [0, n); moves each accepted path's K/V after the request's target_len committed columns
+    and returns the tokens to append (the caller commits: target_len += 1 + accepted)."""
     n = len(reqs)
     p = pack(c, mask)
     base = torch.tensor([r.target_len for r in reqs], dtype=torch.int64)  # root's column
@@ -91,7 +86,6 @@ def verify(model: Llama, kv: KVCache, reqs: list[Request], c: CandidateBatch,
             slots.append(np.full(moved.size, i))
             src.append(r.target_len + moved)
             dst.append(r.target_len + p.depth[i, moved])
-        r.target_len += len(path)  # the root and the accepted nodes are now committed
     kv.move_columns(slots, src, dst)
     return VerifyResult(out_nodes, out_tokens, p.valid.sum(1))
 

@@ -38,7 +38,7 @@ async def server_info(srv: ServerDep) -> dict:
         "policy": cfg.policy, "budget": pol.budget, "max_depth": pol.max_depth,
         "max_width": pol.max_width, "cost_aware_depth": pol.cost_aware_depth,
         "device": engine.models.device, "max_context": cfg.max_context,
-        "max_batch": engine.core.kv.n_slots, "max_waiting": cfg.max_waiting,
+        "max_batch": engine.core.n_slots, "max_waiting": cfg.max_waiting,
         "baseline_latency_ms": settings.baseline_ms,
         "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec}
                         for c in settings.classes.values()],

@@ -20,7 +20,7 @@ def engine(smollm):
 
 def _pool_whole(eng: Engine) -> bool:
     core = eng.core
-    return not core.slots and core.n_decode == 0 and core.free_slots == core.kv.n_slots
+    return not core.slots and core.n_decode == 0 and core.free_slots == core.n_slots
 
 
 def test_stream_delivers_incremental_text(engine):

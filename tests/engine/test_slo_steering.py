@@ -100,7 +100,7 @@ def test_a_draft_the_budget_never_asks_for_stays_idle(models):
     runs = {}
     for policy, budget in (("adaserve", 1), ("incremental", None), ("adaserve", 4)):
         core = EngineCore(EngineConfig(policy=policy, budget=budget, max_context=256), models)
-        assert (core.draft_kv is None) is (budget != 4)
+        assert (core.executor.draft_kv is None) is (budget != 4)
         assert core.policy.may_draft is (budget == 4)
         core.add("r", core.models.tokenizer.encode("The capital of France is"), params)
         out = []

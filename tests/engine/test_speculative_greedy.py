@@ -54,7 +54,7 @@ def test_target_as_draft_equals_incremental(policy, tokenizer, reference):
     core = make_core(policy, draft="target", budget=24, max_batch=16)
     out = run_workload(core, _schedule(tokenizer))
     assert out == reference
-    assert core.kv.n_slots - core.free_slots == 0
+    assert core.n_slots - core.free_slots == 0
     steps = sum(s.running for s in core.stats)
     tokens = sum(s.emitted_tokens for s in core.stats)
     assert tokens / steps > 1.5  # speculation really happened
