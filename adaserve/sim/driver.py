@@ -1,0 +1,113 @@
+"""Runs a workload through the real scheduling loop on a simulated executor and writes what
+a client would have measured, in the load generator's record format."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from adaserve.engine.config import EngineConfig
+from adaserve.engine.core import EngineCore
+from adaserve.engine.profile_data import Profile
+from adaserve.engine.request import Output
+from adaserve.engine.sampling import SamplingParams
+from adaserve.loadgen.records import Record
+from adaserve.scheduler import SLO
+from adaserve.sim.acceptance import AcceptanceModel
+from adaserve.sim.clock import VirtualClock
+from adaserve.sim.executor import SimExecutor
+from adaserve.sim.hardware import HardwareModel, linear_fit
+from adaserve.sim.workload import SimRequest
+
+
+@dataclass(frozen=True, slots=True)
+class SimSetup:
+    """The simulated server: policy and engine limits, hardware, acceptance."""
+
+    hardware: HardwareModel
+    acceptance: AcceptanceModel
+    policy: str = "adaserve"
+    budget: int | None = None  # None: the hardware model's
+    max_batch: int = 64
+    prefill_chunk: int = 128
+    max_depth: int = 8
+    max_width: int = 16
+    cost_aware_depth: bool = True
+
+
+def build(setup: SimSetup, max_context: int, max_waiting: int
+          ) -> tuple[EngineCore, VirtualClock]:
+    """An EngineCore over a SimExecutor, with the policy's latency predictor profiled from
+    the hardware model as `adaserve profile` would on that machine (a linear fit)."""
+    hw = setup.hardware
+    draft = None if setup.policy == "incremental" else (hw.draft_model or "simulated-draft")
+    cfg = EngineConfig(model=hw.target_model, draft=draft, policy=setup.policy,
+                       budget=setup.budget or hw.budget, max_depth=setup.max_depth,
+                       max_width=setup.max_width, cost_aware_depth=setup.cost_aware_depth,
+                       max_batch=setup.max_batch, max_context=max_context,
+                       prefill_chunk=setup.prefill_chunk, max_waiting=max_waiting)
+    profile = Profile(model=hw.target_model, draft=hw.draft_model, budget=cfg.budget,
+                      knee_found=False, target=linear_fit(hw.target),
+                      draft_model=None if hw.draft is None else linear_fit(hw.draft),
+                      baseline_latency_s=hw.baseline_latency_ms / 1e3, machine=hw.gpu,
+                      date=dt.date.today().isoformat(), samples={}, budget_rule=f"sim:{hw.name}")
+    clock = VirtualClock()
+    executor = SimExecutor(hw, setup.acceptance, clock, n_slots=setup.max_batch)
+    return EngineCore(cfg, profile=profile, executor=executor, clock=clock.now), clock
+
+
+def simulate(core: EngineCore, clock: VirtualClock, requests: Sequence[SimRequest],
+             on_step: Callable[[int], None] | None = None) -> list[Record]:
+    """Feed the requests at their arrival times and step the core until all are done.
+
+    Arrivals during an iteration are seen when the next one starts, as the engine's inbox
+    is drained; an idle engine waits for the next arrival. ``on_step`` gets the number of
+    finished requests after every iteration (a progress bar)."""
+    order = sorted(requests, key=lambda r: (r.t, r.index))
+    records: dict[str, Record] = {}
+    done, i = 0, 0
+    while i < len(order) or core.has_work:
+        while i < len(order) and order[i].t <= clock.now():
+            _add(core, order[i], records, clock.now())
+            i += 1
+        if not core.has_work:
+            clock.advance_to(order[i].t)
+            continue
+        outputs = core.step()
+        now = clock.now()
+        for out in outputs:
+            done += _update(records[out.request_id], out, now)
+        if on_step is not None:
+            on_step(done)
+    return sorted(records.values(), key=lambda r: r.index)
+
+
+def _add(core: EngineCore, r: SimRequest, records: dict[str, Record], now: float) -> None:
+    rid = str(r.index)
+    records[rid] = Record(r.index, r.slo_class, r.slo_ms, scheduled_s=r.t, sent_s=r.t,
+                          prompt_tokens=r.prompt_tokens)
+    # token ids are placeholders: the acceptance model decides what the target says
+    core.add(rid, [0] * r.prompt_tokens,
+             SamplingParams(max_tokens=r.output_tokens, ignore_eos=True),
+             SLO.from_ms(r.slo_ms))
+
+
+def _update(rec: Record, out: Output, now: float) -> int:
+    if out.token_ids:
+        rec.first_token_s = rec.first_token_s if rec.first_token_s is not None else now
+        rec.last_token_s = now
+    if not out.finished:
+        return 0
+    rec.finished_s = now
+    rec.status = "ok" if out.finish_reason in ("stop", "length") else "error"
+    rec.error = out.error
+    s = out.stats
+    if s is not None:
+        rec.output_tokens = s.output_tokens
+        rec.server = {"slo_class": rec.slo_class, "slo_tpot_ms": rec.slo_ms,
+                      "tpot_ms": None if s.tpot_s is None else 1e3 * s.tpot_s,
+                      "ttft_ms": None if s.ttft_s is None else 1e3 * s.ttft_s,
+                      "slo_attained": s.slo_attained,
+                      "accepted_tokens_per_step": s.accepted_tokens_per_step}
+    return 1

@@ -1,0 +1,142 @@
+"""Hardware models: what one forward of the target or the draft costs, as data files.
+
+A model names its target, draft, GPU, TP and source, and prices a forward of N tokens over
+N_ctx cached context tokens by one of two cost kinds:
+- ``linear``: TurboSpec's T = alpha*N_ctx + gamma*N + delta (seed 000 Eq. 3), which is what
+  ``adaserve profile`` fits on the machine at hand;
+- ``table``: a measured latency-vs-tokens table (linear interpolation, extrapolated along
+  the last segment) plus the memory-bound attention term, ms per 1,000 cached tokens
+  (../shared/paper-scale/README.md, "Decode/verify attention term").
+The shipped models live in adaserve/sim/data/hardware/*.json; `HardwareModel.load` takes a
+name there or a path to a user's own file (docs/sim.md says how to make one).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from adaserve.scheduler import LatencyModel
+
+DATA = Path(__file__).parent / "data" / "hardware"
+
+
+class ForwardCost(Protocol):
+    def predict(self, context_tokens: int, batch_tokens: int) -> float:
+        """Seconds for one forward of batch_tokens tokens over context_tokens cached ones."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableCost:
+    """A latency table over batch tokens plus a per-context-token attention term."""
+
+    tokens: tuple[float, ...]  # increasing
+    ms: tuple[float, ...]
+    attention_ms_per_1k_context: float = 0.0
+
+    def __post_init__(self) -> None:
+        t, m = np.asarray(self.tokens, float), np.asarray(self.ms, float)
+        if t.size < 2 or t.shape != m.shape or np.any(np.diff(t) <= 0):
+            raise ValueError("a latency table needs >= 2 rows with increasing token counts")
+        if not (np.all(np.isfinite(m)) and np.all(m >= 0)):
+            raise ValueError("latency table times must be finite and >= 0 ms")
+        if not (math.isfinite(self.attention_ms_per_1k_context)
+                and self.attention_ms_per_1k_context >= 0):
+            raise ValueError("attention_ms_per_1k_context must be finite and >= 0")
+
+    def predict(self, context_tokens: int, batch_tokens: int) -> float:
+        t, m = self.tokens, self.ms
+        x = float(batch_tokens)
+        if x > t[-1]:  # extrapolate along the last segment
+            ms = m[-1] + (x - t[-1]) * (m[-1] - m[-2]) / (t[-1] - t[-2])
+        else:
+            ms = float(np.interp(x, t, m))
+        return (ms + self.attention_ms_per_1k_context * context_tokens / 1e3) / 1e3
+
+
+def _cost(d: dict) -> ForwardCost:
+    kind = d.get("kind")
+    if kind == "linear":
+        return LatencyModel.from_dict(d)
+    if kind == "table":
+        return TableCost(tuple(d["tokens"]), tuple(d["ms"]),
+                         float(d.get("attention_ms_per_1k_context", 0.0)))
+    raise ValueError(f"a forward cost needs kind 'linear' or 'table', got {kind!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareModel:
+    """What the simulator charges for each part of an iteration."""
+
+    name: str
+    target_model: str
+    draft_model: str | None
+    gpu: str
+    tp: int
+    source: str
+    target: ForwardCost
+    draft: ForwardCost | None  # None: drafting is free (not measured)
+    budget: int  # B, the token budget the engine would profile on this hardware
+    baseline_latency_ms: float  # the SLO unit (DESIGN.md "Definitions")
+    iteration_overhead_ms: float = 0.0  # host-side time per decoding iteration
+    notes: tuple[str, ...] = field(default=())
+
+    def prefill_s(self, context_tokens: int, rows: int) -> float:
+        """One prefill forward of both models (the engine feeds the draft the same chunks)."""
+        t = self.target.predict(context_tokens, rows)
+        return t + (0.0 if self.draft is None else self.draft.predict(context_tokens, rows))
+
+    def draft_s(self, context_tokens: int, step_tokens: Sequence[int]) -> float:
+        if self.draft is None:
+            return 0.0
+        return sum(self.draft.predict(context_tokens, k) for k in step_tokens)
+
+    def verify_s(self, context_tokens: int, tokens: int) -> float:
+        return self.target.predict(context_tokens, tokens) + self.iteration_overhead_ms / 1e3
+
+    @classmethod
+    def from_dict(cls, d: dict) -> HardwareModel:
+        try:
+            return cls(name=d["name"], target_model=d["target_model"],
+                       draft_model=d.get("draft_model"), gpu=d["gpu"], tp=int(d["tp"]),
+                       source=d["source"], target=_cost(d["target"]),
+                       draft=None if d.get("draft") is None else _cost(d["draft"]),
+                       budget=int(d["budget"]),
+                       baseline_latency_ms=float(d["baseline_latency_ms"]),
+                       iteration_overhead_ms=float(d.get("iteration_overhead_ms", 0.0)),
+                       notes=tuple(d.get("notes", ())))
+        except KeyError as e:
+            raise ValueError(f"hardware model {d.get('name', '?')} lacks the field {e}") from None
+
+    @classmethod
+    def load(cls, name_or_path: str | Path) -> HardwareModel:
+        """A shipped model by name (see `available()`), or a JSON file."""
+        path = Path(name_or_path)
+        if not path.is_file():
+            path = DATA / f"{name_or_path}.json"
+        if not path.is_file():
+            raise ValueError(f"no hardware model {name_or_path!r}; shipped: "
+                             f"{', '.join(available())}, or give a JSON file")
+        return cls.from_dict(json.loads(path.read_text()))
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in DATA.glob("*.json"))
+
+
+def linear_fit(cost: ForwardCost) -> LatencyModel:
+    """The linear latency model `adaserve profile` would fit on this hardware: the model
+    itself if it is one, else a fit over 1..1,024 tokens and 0..64k context tokens."""
+    if isinstance(cost, LatencyModel):
+        return cost
+    tokens = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    ctx = [0, 16_384, 65_536]
+    grid = [(c, t) for c in ctx for t in tokens]
+    return LatencyModel.fit([c for c, _ in grid], [t for _, t in grid],
+                            [cost.predict(c, t) for c, t in grid])

@@ -1,0 +1,72 @@
+"""What the simulator serves: requests with arrival times, lengths and TPOT SLOs, from a
+paper-trace CSV or from the load generator's arrival schedules."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from adaserve.loadgen.arrivals import Arrival
+from adaserve.loadgen.workload import PromptSpec
+
+PAPER_TRACE_COLUMNS = ("emission_time_ms", "input_length", "output_length", "slo_ratio")
+
+
+@dataclass(frozen=True, slots=True)
+class SimRequest:
+    index: int
+    t: float  # seconds after the run starts: when the client sends it
+    slo_class: str
+    slo_ms: float | None  # TPOT SLO; None: best effort
+    prompt_tokens: int
+    output_tokens: int
+
+    def __post_init__(self) -> None:
+        if self.prompt_tokens < 1 or self.output_tokens < 1:
+            raise ValueError(f"request {self.index}: prompt and output need >= 1 token")
+        if not (math.isfinite(self.t) and self.t >= 0):
+            raise ValueError(f"request {self.index}: arrival time must be finite and >= 0")
+
+
+def paper_class(slo_ratio: float) -> str:
+    """The class a paper trace's slo_ratio names: x<ratio> of the baseline, or <ms>ms."""
+    return f"x{slo_ratio:g}" if slo_ratio > 0 else f"{-slo_ratio:g}ms"
+
+
+def read_paper_trace(path: Path | str, baseline_ms: float, limit: int | None = None
+                     ) -> list[SimRequest]:
+    """The AdaServe artifact's trace format (../shared/paper-scale/README.md, traces/):
+    slo_ratio > 0 is a multiple of the baseline latency, < 0 an absolute TPOT SLO in ms."""
+    out = []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != PAPER_TRACE_COLUMNS:
+            raise ValueError(f"{path}: a paper trace has the columns {PAPER_TRACE_COLUMNS}, "
+                             f"got {reader.fieldnames}")
+        for i, row in enumerate(reader):
+            if limit is not None and i >= limit:
+                break
+            try:
+                ratio = float(row["slo_ratio"])
+                if ratio == 0 or not math.isfinite(ratio):
+                    raise ValueError(f"slo_ratio must be non-zero, got {ratio}")
+                slo = ratio * baseline_ms if ratio > 0 else -ratio
+                out.append(SimRequest(i, float(row["emission_time_ms"]) / 1e3, paper_class(ratio),
+                                      slo, int(row["input_length"]), int(row["output_length"])))
+            except ValueError as e:
+                raise ValueError(f"{path}, row {i + 2}: {e}") from None
+    return out
+
+
+def from_arrivals(arrivals: Sequence[Arrival], slo_ms: Mapping[str, float | None],
+                  prompt_tokens: Callable[[PromptSpec], int]) -> list[SimRequest]:
+    """The load generator's schedule (Poisson, gamma, Azure trace), with each class's TPOT
+    SLO and the prompt lengths as the target's tokenizer counts them."""
+    missing = sorted({a.slo_class for a in arrivals} - set(slo_ms))
+    if missing:
+        raise ValueError(f"no TPOT SLO given for the classes {missing}")
+    return [SimRequest(a.index, a.t, a.slo_class, slo_ms[a.slo_class], prompt_tokens(a.prompt),
+                       a.max_tokens) for a in arrivals]
