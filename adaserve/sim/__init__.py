@@ -4,7 +4,7 @@ acceptance model. See docs/sim.md."""
 
 from adaserve.sim.acceptance import AcceptanceModel, SimTrees, load_acceptance, walk
 from adaserve.sim.clock import VirtualClock
-from adaserve.sim.driver import SimSetup, build, simulate
+from adaserve.sim.driver import SimSetup, build, simulate, write_run
 from adaserve.sim.executor import SimExecutor
 from adaserve.sim.hardware import HardwareModel, TableCost, available, linear_fit
 from adaserve.sim.synthetic import SyntheticAcceptance, SyntheticParams
@@ -14,5 +14,5 @@ __all__ = [
     "AcceptanceModel", "HardwareModel", "SimExecutor", "SimRequest", "SimSetup", "SimTrees",
     "SyntheticAcceptance", "SyntheticParams", "TableCost", "VirtualClock", "available", "build",
     "from_arrivals", "linear_fit", "load_acceptance", "paper_class", "read_paper_trace",
-    "simulate", "walk",
+    "simulate", "walk", "write_run",
 ]

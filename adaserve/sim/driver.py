@@ -4,15 +4,17 @@ a client would have measured, in the load generator's record format."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.core import EngineCore
 from adaserve.engine.profile_data import Profile
 from adaserve.engine.request import Output
 from adaserve.engine.sampling import SamplingParams
-from adaserve.loadgen.records import Record
+from adaserve.loadgen.records import Record, summarize, write_jsonl
 from adaserve.scheduler import SLO
 from adaserve.sim.acceptance import AcceptanceModel
 from adaserve.sim.clock import VirtualClock
@@ -111,3 +113,13 @@ def _update(rec: Record, out: Output, now: float) -> int:
                       "slo_attained": s.slo_attained,
                       "accepted_tokens_per_step": s.accepted_tokens_per_step}
     return 1
+
+
+def write_run(out: Path, records: Sequence[Record], ttft_slo_ms: float, meta: dict) -> dict:
+    """records.jsonl and summary.json in the layout `adaserve loadgen` writes, so the bench
+    report reads a simulated run like a measured one; returns the summary."""
+    write_jsonl(records, out / "records.jsonl")
+    rows = summarize(list(records), ttft_slo_ms)
+    summary = {**meta, "ttft_slo_ms": ttft_slo_ms, "rows": [asdict(r) for r in rows]}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

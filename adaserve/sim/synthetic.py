@@ -11,9 +11,9 @@ is the request's alignment, sigmoid(logit(alignment) + request_spread * L_r), an
 are standard logistic draws (logit of a keyed uniform). The target's token after v is
 child k with probability t_k = min(q_k ** miscalibration, 1 - sum_{j<k} t_j), else a token
 outside the ranked children (its token id is the rank count). miscalibration 1 is a
-calibrated draft (f(v) is exactly the chance the target accepts v's path); < 1 the draft under-promises, as
-the measured CPU pair does (results/draft.md), and acceptance equal to f(v) would flatter
-Algorithm 2 by construction.
+calibrated draft (f(v) is exactly the chance the target accepts v's path); < 1 the draft
+under-promises, as the measured CPU pair does (results/draft.md). Acceptance equal to f(v)
+would flatter Algorithm 2 by construction.
 
 Candidate trees come from the real draft's beam search (adaserve.engine.beam) over these
 distributions. Token ids are ranks: child k of any node carries token k.

@@ -1,0 +1,67 @@
+"""A deterministic latency and acceptance model give a timeline computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaserve.sim import SimRequest, SimSetup, build, simulate
+from sim_models import ChainAcceptance, linear_hardware
+
+
+def _run(reqs, **kw):
+    setup = SimSetup(linear_hardware(), ChainAcceptance(accept=2), policy="global-greedy",
+                     budget=4, max_depth=3, max_width=1, cost_aware_depth=False, **kw)
+    core, clock = build(setup, max_context=64, max_waiting=16)
+    return simulate(core, clock, reqs), core, clock
+
+
+def test_hand_computed_timeline():
+    a = SimRequest(0, 0.0, "urgent", 100.0, prompt_tokens=5, output_tokens=7)
+    b = SimRequest(1, 0.040, "relaxed", 500.0, prompt_tokens=3, output_tokens=3)
+    (ra, rb), core, clock = _run([a, b])
+    # iteration 1, t = 0: prefill A's 4 tokens (target 10 + 4 ms, draft 2 ms) = 16 ms; A alone
+    # decodes: d = min(3, B/n = 4) = 3, w = 1: 3 draft steps (6 ms), verify 4 tokens (14 ms);
+    # 2 accepted + the bonus: 3 tokens at 36 ms
+    # iteration 2: 6 + 14 ms -> 3 more at 56 ms (B arrived at 40 ms, waits for the next one)
+    # iteration 3, t = 56: prefill B's 2 tokens (14 ms); n = 2: d = 2, w = 1, 2 draft steps
+    # (4 ms); B = 4 verifies the 2 roots and the 2 depth-1 nodes (f 0.9 beats 0.81): 14 ms ->
+    # 88 ms: A takes 1 of its 2 (7 = max_tokens, finished), B gets its first 2
+    # iteration 4, t = 88: B alone, d = 3: 6 + 14 ms -> its last token at 108 ms
+    assert ra.first_token_s == pytest.approx(0.036)
+    assert ra.last_token_s == ra.finished_s == pytest.approx(0.088)
+    assert ra.output_tokens == 7 and ra.status == "ok"
+    assert ra.tpot_ms == pytest.approx((88 - 36) / 6)
+    assert ra.ttft_ms == pytest.approx(36)
+    assert rb.first_token_s == pytest.approx(0.088)
+    assert rb.last_token_s == pytest.approx(0.108)
+    assert rb.ttft_ms == pytest.approx(48)  # sent at 40 ms
+    assert rb.tpot_ms == pytest.approx(10)
+    assert clock.now() == pytest.approx(0.108)
+    st = list(core.stats)
+    assert [s.seconds for s in st] == pytest.approx([0.036, 0.020, 0.032, 0.020])
+    assert [(s.running, s.depth, s.width, s.verify_tokens) for s in st] == [
+        (1, 3, 1, 4), (1, 3, 1, 4), (2, 2, 1, 4), (1, 3, 1, 4)]
+    assert [s.prefill_tokens for s in st] == [4, 0, 2, 0]
+    assert ra.attained and rb.attained
+    # the engine's own report of the request agrees with the client-side record
+    assert ra.server["tpot_ms"] == pytest.approx(ra.tpot_ms)
+
+
+def test_idle_engine_waits_for_the_next_arrival():
+    late = SimRequest(0, 5.0, "urgent", 100.0, prompt_tokens=1, output_tokens=1)
+    (r,), _, clock = _run([late])
+    # no prefill (the one prompt token is the root); one iteration: 6 ms draft + 14 ms verify
+    assert r.first_token_s == pytest.approx(5.020)
+    assert r.tpot_ms is None and r.attained
+    assert clock.now() == pytest.approx(5.020)
+
+
+def test_incremental_has_no_draft_cost():
+    a = SimRequest(0, 0.0, "urgent", 100.0, prompt_tokens=2, output_tokens=3)
+    setup = SimSetup(linear_hardware(), ChainAcceptance(accept=2), policy="incremental")
+    core, clock = build(setup, max_context=64, max_waiting=16)
+    (r,) = simulate(core, clock, [a])
+    # prefill 1 token (10 + 1 + 2 ms), then 3 plain steps of 11 ms
+    assert r.first_token_s == pytest.approx(0.024)
+    assert r.finished_s == pytest.approx(0.046)
+    assert r.tpot_ms == pytest.approx(11)
