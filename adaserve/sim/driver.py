@@ -60,18 +60,20 @@ def build(setup: SimSetup, max_context: int, max_waiting: int
 
 
 def simulate(core: EngineCore, clock: VirtualClock, requests: Sequence[SimRequest],
-             on_step: Callable[[int], None] | None = None) -> list[Record]:
+             seed: int = 0, on_step: Callable[[int], None] | None = None) -> list[Record]:
     """Feed the requests at their arrival times and step the core until all are done.
 
     Arrivals during an iteration are seen when the next one starts, as the engine's inbox
-    is drained; an idle engine waits for the next arrival. ``on_step`` gets the number of
-    finished requests after every iteration (a progress bar)."""
+    is drained; an idle engine waits for the next arrival. Request i gets the sampling
+    seed (seed << 32) + i, which the acceptance models key on: every policy run with the
+    same seed sees the same drafts and target. ``on_step`` gets the number of finished
+    requests after every iteration (a progress bar)."""
     order = sorted(requests, key=lambda r: (r.t, r.index))
     records: dict[str, Record] = {}
     done, i = 0, 0
     while i < len(order) or core.has_work:
         while i < len(order) and order[i].t <= clock.now():
-            _add(core, order[i], records, clock.now())
+            _add(core, order[i], records, seed)
             i += 1
         if not core.has_work:
             clock.advance_to(order[i].t)
@@ -85,13 +87,14 @@ def simulate(core: EngineCore, clock: VirtualClock, requests: Sequence[SimReques
     return sorted(records.values(), key=lambda r: r.index)
 
 
-def _add(core: EngineCore, r: SimRequest, records: dict[str, Record], now: float) -> None:
+def _add(core: EngineCore, r: SimRequest, records: dict[str, Record], seed: int) -> None:
     rid = str(r.index)
     records[rid] = Record(r.index, r.slo_class, r.slo_ms, scheduled_s=r.t, sent_s=r.t,
                           prompt_tokens=r.prompt_tokens)
     # token ids are placeholders: the acceptance model decides what the target says
     core.add(rid, [0] * r.prompt_tokens,
-             SamplingParams(max_tokens=r.output_tokens, ignore_eos=True),
+             SamplingParams(max_tokens=r.output_tokens, ignore_eos=True,
+                            seed=(seed << 32) + r.index),
              SLO.from_ms(r.slo_ms))
 
 

@@ -64,3 +64,15 @@ def test_a_paper_trace_runs_and_keeps_its_classes():
     assert all(r.first_token_s >= r.sent_s for r in records)
     rows = summarize(records, 5000.0)
     assert rows[-1].sent == 40 and rows[-1].attainment is not None
+
+
+def test_a_simulation_is_repeatable():
+    hw = HardwareModel.load("cpu-smollm2-135m")
+    reqs = _workload()[:10]
+
+    def run():
+        core, clock = build(SimSetup(hw, load_acceptance("synthetic-cpu-pair"), budget=4,
+                                     max_batch=4), max_context=512, max_waiting=100)
+        return [r.to_json() for r in simulate(core, clock, reqs, seed=7)]
+
+    assert run() == run()
