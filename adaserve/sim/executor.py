@@ -18,11 +18,12 @@ from adaserve.sim.hardware import HardwareModel
 class SimExecutor(Executor):
     """Advances ``clock`` by what each phase would cost on ``hardware``.
 
-    Charged per iteration: the prefill forward (padded rows, like the real chunk batch, over
-    the chunks' cached prefix), every draft step (its layer's tokens over the batch's
-    context), the verify forward (the selected tokens over the batch's context) plus the
-    hardware model's host overhead. Not modelled: KV slot moves, the draft's catch-up
-    tokens beyond the roots, and the detokenizer (no tokenizer: outputs are token ids).
+    Charged per iteration: the prefill forward (the chunks over their cached prefix), the
+    draft's first step (each request's tokens the draft has not seen: its root, and the
+    accepted and bonus tokens it was not fed last time, kept per slot as the real executor
+    does), its later steps (each layer's tokens), the verify forward (the selected tokens),
+    each over the batch's context, plus the hardware model's host overhead. Not modelled:
+    KV slot moves and the detokenizer (no tokenizer: outputs are token ids).
     """
 
     def __init__(self, hardware: HardwareModel, acceptance: AcceptanceModel,
@@ -33,38 +34,49 @@ class SimExecutor(Executor):
         self.n_slots, self.vocab = n_slots, vocab
         self.eos_ids: frozenset[int] = frozenset()
         self.tokenizer = None
+        self.draft_len = np.zeros(n_slots, np.int64)  # [slots] tokens the draft has seen
 
     def open_slot(self, slot: int) -> None:
-        pass
+        self.draft_len[slot] = 0
 
     def prefill(self, chunks: Sequence[PrefillChunk]) -> None:
-        rows = len(chunks) * max(len(c.tokens) for c in chunks)
-        self.clock.advance(self.hardware.prefill_s(sum(c.start for c in chunks), rows))
+        self.clock.advance(self.hardware.prefill_s(sum(c.start for c in chunks),
+                                                   [len(c.tokens) for c in chunks]))
+        for c in chunks:
+            self.draft_len[c.slot] = c.start + len(c.tokens)
 
     def draft(self, reqs: Sequence[Request], plan: SpecPlan) -> Drafted:
+        n = len(reqs)
         trees = self.acceptance.trees(reqs, plan)
-        self.clock.advance(self.hardware.draft_s(_context(reqs),
-                                                 plan.draft_step_tokens(len(reqs))))
-        return Drafted(trees.candidates, trees)
+        seen = np.array([len(r.tokens) for r in reqs], np.int64)
+        catch_up = self.hardware.batch_tokens((seen - self.draft_len[:n]).tolist())
+        self.draft_len[:n] = seen
+        steps = [catch_up] + [self.hardware.batch_tokens([k // n] * n)
+                              for k in plan.draft_step_tokens(n)[1:]]
+        self.clock.advance(self.hardware.draft_s(_context(reqs), steps))
+        return Drafted(trees.candidates, (trees, plan.depth))
 
     def verify(self, reqs: Sequence[Request], candidates: CandidateBatch, mask: np.ndarray,
                drafted: Drafted | None) -> VerifyResult:
         trees: SimTrees = (self.acceptance.trees(reqs, SpecPlan(depth=0, width=0))
-                           if drafted is None else drafted.state)
+                           if drafted is None else drafted.state[0])
         accepted, new_tokens = walk(candidates, mask, trees.target_token)
         verified = mask.sum(1).astype(np.int64)
-        self.clock.advance(self.hardware.verify_s(_context(reqs), int(verified.sum())))
+        self.clock.advance(self.hardware.verify_s(_context(reqs), verified.tolist()))
         return VerifyResult(accepted, new_tokens, verified)
 
     def commit_draft(self, reqs: Sequence[Request], drafted: Drafted,
                      result: VerifyResult) -> None:
-        pass
+        """The draft was fed every node above its last layer: those it keeps."""
+        depth = drafted.state[1]
+        for i, nodes in enumerate(result.accepted):
+            self.draft_len[i] += int((drafted.candidates.depth[i, nodes] < depth).sum())
 
     def swap_slots(self, a: int, b: int, len_a: int, len_b: int) -> None:
-        pass
+        self.draft_len[[a, b]] = self.draft_len[[b, a]]
 
     def copy_slot(self, src: int, dst: int, length: int) -> None:
-        pass
+        self.draft_len[dst] = self.draft_len[src]
 
 
 def _context(reqs: Sequence[Request]) -> int:

@@ -85,20 +85,34 @@ class HardwareModel:
     budget: int  # B, the token budget the engine would profile on this hardware
     baseline_latency_ms: float  # the SLO unit (DESIGN.md "Definitions")
     iteration_overhead_ms: float = 0.0  # host-side time per decoding iteration
+    # True: a forward costs its padded rows, requests x the longest request's tokens (the
+    # embedded engine's batches, and how `adaserve profile` measured them); False: the
+    # tokens themselves (packed batches, as the paper's systems run them)
+    pads_rows: bool = False
     notes: tuple[str, ...] = field(default=())
 
-    def prefill_s(self, context_tokens: int, rows: int) -> float:
+    def batch_tokens(self, per_request: Sequence[int]) -> int:
+        """What a forward over these requests' tokens costs as: padded rows or the sum."""
+        if self.pads_rows:
+            return len(per_request) * max(per_request, default=0)
+        return int(sum(per_request))
+
+    def prefill_s(self, context_tokens: int, chunk_tokens: Sequence[int]) -> float:
         """One prefill forward of both models (the engine feeds the draft the same chunks)."""
-        t = self.target.predict(context_tokens, rows)
-        return t + (0.0 if self.draft is None else self.draft.predict(context_tokens, rows))
+        n = self.batch_tokens(chunk_tokens)
+        t = self.target.predict(context_tokens, n)
+        return t + (0.0 if self.draft is None else self.draft.predict(context_tokens, n))
 
     def draft_s(self, context_tokens: int, step_tokens: Sequence[int]) -> float:
+        """Draft steps of the given batch tokens each."""
         if self.draft is None:
             return 0.0
         return sum(self.draft.predict(context_tokens, k) for k in step_tokens)
 
-    def verify_s(self, context_tokens: int, tokens: int) -> float:
-        return self.target.predict(context_tokens, tokens) + self.iteration_overhead_ms / 1e3
+    def verify_s(self, context_tokens: int, selected: Sequence[int]) -> float:
+        """The target forward over each request's selected tokens, and the host overhead."""
+        return (self.target.predict(context_tokens, self.batch_tokens(selected))
+                + self.iteration_overhead_ms / 1e3)
 
     @classmethod
     def from_dict(cls, d: dict) -> HardwareModel:
@@ -110,6 +124,7 @@ class HardwareModel:
                        budget=int(d["budget"]),
                        baseline_latency_ms=float(d["baseline_latency_ms"]),
                        iteration_overhead_ms=float(d.get("iteration_overhead_ms", 0.0)),
+                       pads_rows=bool(d.get("pads_rows", False)),
                        notes=tuple(d.get("notes", ())))
         except KeyError as e:
             raise ValueError(f"hardware model {d.get('name', '?')} lacks the field {e}") from None

@@ -25,9 +25,10 @@ class ChainAcceptance(AcceptanceModel):
         return SimTrees(cands, np.tile(says, (len(reqs), 1)))
 
 
-def linear_hardware(**kw) -> HardwareModel:
-    """Verify 10 ms + 1 ms per token, a draft step 2 ms, no context cost."""
+def linear_hardware(draft_per_token_s: float = 0.0, **kw) -> HardwareModel:
+    """Verify 10 ms + 1 ms per token, a draft step 2 ms (+ draft_per_token_s per token), no
+    context cost."""
     return HardwareModel(name="test", target_model="t", draft_model="d", gpu="none", tp=1,
                          source="tests", target=LatencyModel(0.0, 1e-3, 10e-3),
-                         draft=LatencyModel(0.0, 0.0, 2e-3), budget=4,
+                         draft=LatencyModel(0.0, draft_per_token_s, 2e-3), budget=4,
                          baseline_latency_ms=10.0, **kw)

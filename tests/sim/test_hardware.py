@@ -26,9 +26,16 @@ def test_table_interpolates_extrapolates_and_adds_attention():
 
 def test_the_70b_table_is_the_artifacts():
     hw = HardwareModel.load("llama3.1-70b-a100-tp4")
-    assert hw.verify_s(0, 1024) == pytest.approx(0.205)
-    assert hw.verify_s(0, 128) == pytest.approx(0.055)
+    assert hw.verify_s(0, [1024]) == pytest.approx(0.205)
+    assert hw.verify_s(0, [64, 64]) == pytest.approx(0.055)  # packed, not padded
     assert hw.draft_s(10_000, [64, 64]) == 0.0
+
+
+def test_padded_rows_cost_the_longest_request():
+    hw = HardwareModel.load("cpu-smollm2-135m")
+    assert hw.pads_rows
+    assert hw.batch_tokens([1, 5, 2]) == 15
+    assert hw.verify_s(100, [1, 5, 2]) == pytest.approx(hw.target.predict(100, 15))
 
 
 def test_linear_fit_reproduces_a_linear_model_and_fits_a_table():

@@ -8,9 +8,10 @@ from adaserve.sim import SimRequest, SimSetup, build, simulate
 from sim_models import ChainAcceptance, linear_hardware
 
 
-def _run(reqs, **kw):
-    setup = SimSetup(linear_hardware(), ChainAcceptance(accept=2), policy="global-greedy",
-                     budget=4, max_depth=3, max_width=1, cost_aware_depth=False, **kw)
+def _run(reqs, hardware=None, accept=2):
+    setup = SimSetup(hardware or linear_hardware(), ChainAcceptance(accept=accept),
+                     policy="global-greedy", budget=4, max_depth=3, max_width=1,
+                     cost_aware_depth=False)
     core, clock = build(setup, max_context=64, max_waiting=16)
     return simulate(core, clock, reqs), core, clock
 
@@ -45,6 +46,16 @@ def test_hand_computed_timeline():
     assert ra.attained and rb.attained
     # the engine's own report of the request agrees with the client-side record
     assert ra.server["tpot_ms"] == pytest.approx(ra.tpot_ms)
+
+
+def test_the_draft_catches_up_on_tokens_it_was_not_fed():
+    a = SimRequest(0, 0.0, "urgent", 100.0, prompt_tokens=5, output_tokens=8)
+    _, core, _ = _run([a], linear_hardware(draft_per_token_s=1e-3), accept=3)
+    # iteration 1: prefill 4 tokens, target 14 ms + draft 2 + 4 ms; draft step 1 feeds the
+    # root (3 ms), steps 2 and 3 one node each (3 + 3 ms); verify 4 tokens 14 ms -> 43 ms.
+    # All 3 accepted: the draft was fed depths 1-2, so step 1 of iteration 2 feeds the
+    # depth-3 token and the bonus (4 ms): 4 + 3 + 3 + 14 = 24 ms
+    assert [s.seconds for s in core.stats] == pytest.approx([0.043, 0.024])
 
 
 def test_idle_engine_waits_for_the_next_arrival():
