@@ -55,7 +55,8 @@ def build(setup: SimSetup, max_context: int, max_waiting: int
                       baseline_latency_s=hw.baseline_latency_ms / 1e3, machine=hw.gpu,
                       date=dt.date.today().isoformat(), samples={}, budget_rule=f"sim:{hw.name}")
     clock = VirtualClock()
-    executor = SimExecutor(hw, setup.acceptance, clock, n_slots=setup.max_batch)
+    executor = SimExecutor(hw, setup.acceptance, clock, n_slots=setup.max_batch,
+                           with_draft=cfg.draft is not None)
     return EngineCore(cfg, profile=profile, executor=executor, clock=clock.now), clock
 
 

@@ -27,11 +27,14 @@ class SimExecutor(Executor):
     """
 
     def __init__(self, hardware: HardwareModel, acceptance: AcceptanceModel,
-                 clock: VirtualClock, n_slots: int, vocab: int = 1 << 31) -> None:
+                 clock: VirtualClock, n_slots: int, with_draft: bool = True,
+                 vocab: int = 1 << 31) -> None:
+        """``with_draft``: the engine runs a draft model (every policy but incremental),
+        which prefills beside the target."""
         if n_slots < 1:
             raise ValueError(f"n_slots must be >= 1, got {n_slots!r}")
         self.hardware, self.acceptance, self.clock = hardware, acceptance, clock
-        self.n_slots, self.vocab = n_slots, vocab
+        self.n_slots, self.vocab, self.with_draft = n_slots, vocab, with_draft
         self.eos_ids: frozenset[int] = frozenset()
         self.tokenizer = None
         self.draft_len = np.zeros(n_slots, np.int64)  # [slots] tokens the draft has seen
@@ -41,7 +44,8 @@ class SimExecutor(Executor):
 
     def prefill(self, chunks: Sequence[PrefillChunk]) -> None:
         self.clock.advance(self.hardware.prefill_s(sum(c.start for c in chunks),
-                                                   [len(c.tokens) for c in chunks]))
+                                                   [len(c.tokens) for c in chunks],
+                                                   self.with_draft))
         for c in chunks:
             self.draft_len[c.slot] = c.start + len(c.tokens)
 

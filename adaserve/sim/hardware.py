@@ -97,11 +97,15 @@ class HardwareModel:
             return len(per_request) * max(per_request, default=0)
         return int(sum(per_request))
 
-    def prefill_s(self, context_tokens: int, chunk_tokens: Sequence[int]) -> float:
-        """One prefill forward of both models (the engine feeds the draft the same chunks)."""
+    def prefill_s(self, context_tokens: int, chunk_tokens: Sequence[int],
+                  with_draft: bool = True) -> float:
+        """One prefill forward of the target, and of the draft when the engine runs one (it
+        feeds the draft the same chunks)."""
         n = self.batch_tokens(chunk_tokens)
         t = self.target.predict(context_tokens, n)
-        return t + (0.0 if self.draft is None else self.draft.predict(context_tokens, n))
+        if with_draft and self.draft is not None:
+            t += self.draft.predict(context_tokens, n)
+        return t
 
     def draft_s(self, context_tokens: int, step_tokens: Sequence[int]) -> float:
         """Draft steps of the given batch tokens each."""
