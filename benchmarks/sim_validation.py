@@ -20,7 +20,6 @@ import datetime as dt
 import json
 import shlex
 import sys
-from pathlib import Path
 
 import numpy as np
 

@@ -64,7 +64,7 @@ def walk(c: CandidateBatch, mask: np.ndarray, target_token: np.ndarray
 
 def load_acceptance(name_or_path: str | Path) -> AcceptanceModel:
     """A shipped acceptance model by name, or a JSON file."""
-    from adaserve.sim.synthetic import SyntheticAcceptance
+    from adaserve.sim.synthetic import SyntheticAcceptance  # it imports this module
 
     path = Path(name_or_path)
     if not path.is_file():
