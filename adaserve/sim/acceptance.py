@@ -1,11 +1,12 @@
 """Acceptance models: candidate trees and what the target would say about every node.
 
 One interface, several models (issue 17): *synthetic* (synthetic.py: per-request alignment,
-per-node draft probabilities, a miscalibration parameter) and, next, *replay* (real draft
-distributions and target tokens recorded from the real pair; not built yet). A model grows
-the trees the policy selects from and fixes, for every node, the token the target emits
-after that node's path. Verification is then the walk every executor does (DESIGN.md
-step 6): from the root, descend into the selected child carrying the target's token.
+per-node draft probabilities, a miscalibration parameter) and *replay* (replay.py: the
+real draft's distributions and the target's tokens, recorded from the real pair by
+record.py). A model grows the trees the policy selects from and fixes, for every node,
+the token the target emits after that node's path. Verification is then the walk every
+executor does (DESIGN.md step 6): from the root, descend into the selected child carrying
+the target's token.
 """
 
 from __future__ import annotations
@@ -63,10 +64,15 @@ def walk(c: CandidateBatch, mask: np.ndarray, target_token: np.ndarray
 
 
 def load_acceptance(name_or_path: str | Path) -> AcceptanceModel:
-    """A shipped acceptance model by name, or a JSON file."""
-    from adaserve.sim.synthetic import SyntheticAcceptance  # it imports this module
+    """A shipped acceptance model by name, a JSON file (synthetic), or a recording (.npz,
+    replay)."""
+    # these modules import this one
+    from adaserve.sim.replay import Recording, ReplayAcceptance
+    from adaserve.sim.synthetic import SyntheticAcceptance
 
     path = Path(name_or_path)
+    if path.suffix == ".npz" and path.is_file():
+        return ReplayAcceptance(Recording.load(path))
     if not path.is_file():
         path = DATA / f"{name_or_path}.json"
     if not path.is_file():
@@ -75,5 +81,6 @@ def load_acceptance(name_or_path: str | Path) -> AcceptanceModel:
                          "or give a JSON file")
     d = json.loads(path.read_text())
     if d.get("kind") != "synthetic":
-        raise ValueError(f"{path}: only kind 'synthetic' exists so far (replay is a next step)")
+        raise ValueError(f"{path}: a JSON acceptance model has kind 'synthetic' (replay "
+                         "models are .npz recordings)")
     return SyntheticAcceptance.from_dict(d)

@@ -92,8 +92,9 @@ def _add(core: EngineCore, r: SimRequest, records: dict[str, Record], seed: int)
     rid = str(r.index)
     records[rid] = Record(r.index, r.slo_class, r.slo_ms, scheduled_s=r.t, sent_s=r.t,
                           prompt_tokens=r.prompt_tokens)
-    # token ids are placeholders: the acceptance model decides what the target says
-    core.add(rid, [0] * r.prompt_tokens,
+    # without the real prompt, ids are placeholders: the acceptance model decides what the
+    # target says
+    core.add(rid, list(r.prompt_ids) if r.prompt_ids is not None else [0] * r.prompt_tokens,
              SamplingParams(max_tokens=r.output_tokens, ignore_eos=True,
                             seed=(seed << 32) + r.index),
              SLO.from_ms(r.slo_ms))

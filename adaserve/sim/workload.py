@@ -23,8 +23,12 @@ class SimRequest:
     slo_ms: float | None  # TPOT SLO; None: best effort
     prompt_tokens: int
     output_tokens: int
+    prompt_ids: tuple[int, ...] | None = None  # the real prompt (replay needs it), else zeros
 
     def __post_init__(self) -> None:
+        if self.prompt_ids is not None and len(self.prompt_ids) != self.prompt_tokens:
+            raise ValueError(f"request {self.index}: prompt_ids has {len(self.prompt_ids)} "
+                             f"tokens, prompt_tokens says {self.prompt_tokens}")
         if self.prompt_tokens < 1 or self.output_tokens < 1:
             raise ValueError(f"request {self.index}: prompt and output need >= 1 token")
         if not (math.isfinite(self.t) and self.t >= 0):
