@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaserve.loadgen.workload import ClassMix, PromptSpec
+from adaserve.loadgen.workload import ClassMix, PromptSpec, prompt_set
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,3 +129,23 @@ def schedule(times: np.ndarray, mix: ClassMix, prompts: list[PromptSpec], seed: 
         m = p.max_tokens if max_tokens is None else max(1, int(max_tokens[i]))
         out.append(Arrival(i, t, classes[i], p, m))
     return out
+
+
+def build_plan(opts) -> list[Arrival]:
+    """The run's arrivals from the loadgen's options (the locustfile sends them; the
+    simulator replays a measured run from them)."""
+    mix = ClassMix.parse(opts.mix)
+    if opts.urgent >= 0:
+        mix = mix.with_urgent(opts.urgent)
+    gen_tokens = None
+    if opts.arrival == "trace":
+        rows = read_trace(opts.trace, opts.time_scale, limit=opts.requests)
+        times = [r.t for r in rows]
+        gen_tokens = [r.generated_tokens for r in rows]
+    else:
+        cv = 1.0 if opts.arrival == "poisson" else opts.cv
+        times = gamma_times(opts.rate, cv, opts.requests, opts.seed)
+    prompts = prompt_set(opts.prompts, max(1, min(len(times), 512)), opts.seed)
+    if opts.max_tokens > 0:
+        gen_tokens = [opts.max_tokens] * len(times)
+    return schedule(times, mix, prompts, opts.seed, gen_tokens, opts.mix_draw)

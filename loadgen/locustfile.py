@@ -22,10 +22,9 @@ import gevent
 import requests
 from locust import HttpUser, constant, events, task
 
-from adaserve.loadgen.arrivals import Arrival, gamma_times, read_trace, schedule, wait_until
+from adaserve.loadgen.arrivals import Arrival, build_plan, wait_until
 from adaserve.loadgen.options import add_mix_draw_args, add_traffic_args
 from adaserve.loadgen.records import Record, write_jsonl
-from adaserve.loadgen.workload import ClassMix, prompt_set
 
 
 @events.init_command_line_parser.add_listener
@@ -38,25 +37,6 @@ def _options(parser) -> None:
                         help="where the per-request JSONL goes")
     parser.add_argument("--class-tpot-ms", default="", include_in_web_ui=False,
                         help="name=ms,... the server's class SLOs (default: read /server_info)")
-
-
-def build_plan(opts) -> list[Arrival]:
-    """The run's arrivals from the options (also used by `adaserve loadgen` to report)."""
-    mix = ClassMix.parse(opts.mix)
-    if opts.urgent >= 0:
-        mix = mix.with_urgent(opts.urgent)
-    gen_tokens = None
-    if opts.arrival == "trace":
-        rows = read_trace(opts.trace, opts.time_scale, limit=opts.requests)
-        times = [r.t for r in rows]
-        gen_tokens = [r.generated_tokens for r in rows]
-    else:
-        cv = 1.0 if opts.arrival == "poisson" else opts.cv
-        times = gamma_times(opts.rate, cv, opts.requests, opts.seed)
-    prompts = prompt_set(opts.prompts, max(1, min(len(times), 512)), opts.seed)
-    if opts.max_tokens > 0:
-        gen_tokens = [opts.max_tokens] * len(times)
-    return schedule(times, mix, prompts, opts.seed, gen_tokens, opts.mix_draw)
 
 
 class SLOTraffic(HttpUser):
