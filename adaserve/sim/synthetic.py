@@ -12,8 +12,9 @@ are standard logistic draws (logit of a keyed uniform). The target's token after
 child k with probability t_k = min(q_k ** miscalibration, 1 - sum_{j<k} t_j), else a token
 outside the ranked children (its token id is the rank count). miscalibration 1 is a
 calibrated draft (f(v) is exactly the chance the target accepts v's path); < 1 the draft
-under-promises, as the measured CPU pair does (results/draft.md). Acceptance equal to f(v)
-would flatter Algorithm 2 by construction.
+under-promises, as the measured CPU pair does (0.83: results/draft.md, fitted by
+benchmarks/sim_fit_synthetic.py). Acceptance equal to f(v) would flatter Algorithm 2 by
+construction.
 
 Candidate trees come from the real draft's beam search (adaserve.engine.beam) over these
 distributions. Token ids are ranks: child k of any node carries token k.
@@ -53,11 +54,14 @@ def _child_key(key: np.ndarray, token: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class SyntheticParams:
+    """Defaults: data/acceptance/synthetic-cpu-pair.json, the measured CPU pair (a test
+    keeps the two equal; the file names the sources)."""
+
     top_k: int = 8  # children the draft proposes per node
-    alignment: float = 0.55  # mean top-1 draft probability, in (0, 1)
+    alignment: float = 0.42  # median top-1 draft probability, in (0, 1)
     request_spread: float = 0.5  # logistic scale of alignment across requests (0: all equal)
     node_spread: float = 1.0  # logistic scale of p across the nodes of one request
-    miscalibration: float = 0.75  # gamma: the target accepts child k w.p. q_k ** gamma
+    miscalibration: float = 0.83  # gamma: the target accepts child k w.p. q_k ** gamma
 
     def __post_init__(self) -> None:
         if not (isinstance(self.top_k, int) and 1 <= self.top_k <= 4096):

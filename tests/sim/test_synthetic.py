@@ -56,9 +56,9 @@ def test_root_acceptance_follows_the_calibration_map(gamma):
 
 def test_walk_takes_the_selected_chain_the_target_agrees_with():
     m = load_acceptance("synthetic-cpu-pair")
-    reqs = _reqs(64)
+    reqs = _reqs(2000)
     t = m.trees(reqs, SpecPlan(depth=4, width=4))
-    sel = select_global_greedy(t.candidates, 128)
+    sel = select_global_greedy(t.candidates, 4000)
     nodes, tokens = walk(t.candidates, sel.mask, t.target_token)
     c = t.candidates
     for i in range(len(reqs)):
@@ -70,9 +70,14 @@ def test_walk_takes_the_selected_chain_the_target_agrees_with():
         assert np.all(c.token[i, path] == t.target_token[i, parents])
         assert tokens[i][:-1] == c.token[i, path].tolist()
         assert tokens[i][-1] == t.target_token[i, path[-1] if path.size else 0]
-    # the miscalibrated draft under-promises: more accepted than sum f(v) predicts
+    # the miscalibrated draft under-promises: more accepted than sum f(v) predicts (over
+    # 2000 requests: 1340 against 1242)
     f = np.where(sel.mask, np.exp(c.log_prob), 0.0)[:, 1:].sum()
     assert sum(p.size for p in nodes) > f
+
+
+def test_the_defaults_are_the_shipped_cpu_pair():
+    assert load_acceptance("synthetic-cpu-pair").params == SyntheticParams()
 
 
 def test_bad_parameters_are_refused():
