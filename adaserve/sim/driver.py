@@ -57,7 +57,10 @@ def build(setup: SimSetup, max_context: int, max_waiting: int
     clock = VirtualClock()
     executor = SimExecutor(hw, setup.acceptance, clock, n_slots=setup.max_batch,
                            with_draft=cfg.draft is not None)
-    return EngineCore(cfg, profile=profile, executor=executor, clock=clock.now), clock
+    core = EngineCore(cfg, profile=profile, executor=executor, clock=clock.now)
+    # as the real engine does, a draft the policy can never ask for (B = 1) stays idle
+    executor.with_draft = executor.with_draft and core.policy.may_draft
+    return core, clock
 
 
 def simulate(core: EngineCore, clock: VirtualClock, requests: Sequence[SimRequest],
