@@ -188,8 +188,13 @@ def main(args: argparse.Namespace) -> int:
         for group in groups:
             if not any(todo(policy, point) for point in group):
                 continue
-            server = start_server(policy, group[0].urgent_scale, args.serve_args,
-                                  _fresh(raw / f"serve-{policy}-{group[0].label}.log"), baseline)
+            log = _fresh(raw / f"serve-{policy}-{group[0].label}.log")
+            # what each iteration ran and took, beside the server log (the simulator's
+            # validation reads it)
+            server = start_server(policy, group[0].urgent_scale,
+                                  f"{args.serve_args or ''} --iteration-log "
+                                  f"{shlex.quote(str(log.with_suffix('.iterations.jsonl')))}",
+                                  log, baseline)
             baseline = server.info["baseline_latency_ms"]
             try:
                 warm(server)

@@ -87,6 +87,10 @@ def main(args: argparse.Namespace, sock: socket.socket) -> int:
         sock.close()
         raise
     app = create_app(built.engine, built.settings)
+    if args.iteration_log is not None:
+        from adaserve.server.iteration_log import chain_iteration_log
+        core = built.engine.core
+        core.on_iteration = chain_iteration_log(args.iteration_log, core.on_iteration)
     s = built.settings
     log.info("serving %s with policy %s, B = %d, on http://%s:%d (dashboard: /dashboard); "
              "SLO classes: %s", s.model_name, built.engine.config.policy,

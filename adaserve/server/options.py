@@ -42,6 +42,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="baseline latency for x-multiples (default: the profile's, else "
                         "measured at start-up, so the classes' milliseconds vary between "
                         "starts)")
+    p.add_argument("--iteration-log", type=Path, default=None, metavar="FILE",
+                   help="append one JSON line per decoding iteration (tokens, depth, width, "
+                        "seconds) to FILE: the simulator's validation reads it")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="larger request bodies get 413 (default 1 MiB)")
