@@ -160,7 +160,8 @@ def page(rows: list[dict], args: argparse.Namespace, hw: HardwareModel) -> str:
               f"{100 * np.abs(tp).max():.1f}% | {np.mean(np.abs(tp) <= 0.15):.0%} within 15% |",
               f"| attainment, simulated - measured (points) | {q(att, 50):+.1f} | "
               f"{q(att, 10):+.1f} | {q(att, 90):+.1f} | {np.abs(att).max():.1f} | "
-              f"{np.mean(np.abs(att) <= 10):.0%} within 10 points |", ""]
+              f"{np.mean(np.abs(att) <= 10):.0%} within 10 points |", "",
+              f"![simulated against measured, per run]({args.name}.png)", ""]
     inc = [r["measured"]["tpot_ms"] / r["simulated"]["tpot_ms"] for r in rows
            if r["policy"] == "incremental"]
     if inc:
@@ -168,6 +169,41 @@ def page(rows: list[dict], args: argparse.Namespace, hw: HardwareModel) -> str:
                   f"acceptance: measured / simulated TPOT there is {np.median(inc):.2f} "
                   f"(median of {len(inc)} runs, {min(inc):.2f}-{max(inc):.2f}).", ""]
     return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path, title: str) -> None:
+    """Simulated against measured, per run: mean TPOT and attainment, one colour per
+    policy, with the bar's band around the diagonal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 5))
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    for i, pol in enumerate(policies):
+        rs = [r for r in rows if r["policy"] == pol]
+        c = f"C{i}"
+        a.scatter([r["measured"]["tpot_ms"] for r in rs], [r["simulated"]["tpot_ms"] for r in rs],
+                  color=c, label=pol, s=18)
+        b.scatter([100 * r["measured"]["attainment"] for r in rs],
+                  [100 * r["simulated"]["attainment"] for r in rs], color=c, label=pol, s=18)
+    hi = max(max(r["measured"]["tpot_ms"], r["simulated"]["tpot_ms"]) for r in rows) * 1.05
+    x = np.linspace(0, hi, 50)
+    a.plot(x, x, "k-", lw=0.8)
+    a.fill_between(x, 0.85 * x, 1.15 * x, color="grey", alpha=0.2, label="within 15%")
+    a.set(xlim=(0, hi), ylim=(0, hi), xlabel="measured mean TPOT (ms)",
+          ylabel="simulated mean TPOT (ms)", title="TPOT per run")
+    x = np.linspace(0, 100, 50)
+    b.plot(x, x, "k-", lw=0.8)
+    b.fill_between(x, x - 10, x + 10, color="grey", alpha=0.2, label="within 10 points")
+    b.set(xlim=(0, 102), ylim=(0, 102), xlabel="measured attainment (%)",
+          ylabel="simulated attainment (%)", title="SLO attainment per run")
+    a.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def make_recording(path: Path, experiments: list[str], tokenizer) -> None:
@@ -225,6 +261,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.md").write_text(text)
     (out / f"{args.name}.json").write_text(json.dumps(rows, indent=2))
+    plot(rows, out / f"{args.name}.png", f"simulator ({hw.name}, {Path(args.acceptance).name}) "
+         "against the measured CPU sweeps")
     return 0
 
 
