@@ -1,8 +1,9 @@
 """Speculation policies behind one interface, chosen by name (DESIGN.md "Policies").
 
 Every iteration an engine asks its policy for a ``SpecPlan`` (what to draft), drafts the
-candidate trees, then asks it for a ``Selection`` (what to verify). All six policies run
-on the same engine loop, which is what makes their comparison fair.
+candidate trees, then asks it for a ``Selection`` (what to verify). All policies run on
+the same engine loop, which is what makes their comparison fair: the six of seed 002's
+comparison, and the static chains of the paper's vLLM-Spec(k) baselines.
 """
 
 from __future__ import annotations
@@ -207,6 +208,43 @@ class TurboSpecPolicy(Policy):
         return select_all(candidates)
 
 
+class StaticChainPolicy(Policy):
+    """A chain of k draft tokens for every request, every iteration, all k + 1 verified
+    (root + chain), whatever the budget: the paper's vLLM-Spec(k) baseline, which speculates
+    a fixed length with no regard for load."""
+
+    k: ClassVar[int]
+
+    def plan(self, batch: BatchView) -> SpecPlan:
+        if batch.n == 0:
+            return _IDLE
+        return self._priced(batch, _chain(self.k), batch.n * (self.k + 1))
+
+    def _select(self, batch, plan, candidates):
+        return select_all(candidates)
+
+
+class Chain4Policy(StaticChainPolicy):
+    name = "chain-4"
+    k = 4
+    summary = "a static chain of 4 draft tokens per request, no budget (vLLM-Spec(4))"
+
+
+class Chain6Policy(StaticChainPolicy):
+    name = "chain-6"
+    k = 6
+    summary = "a static chain of 6 draft tokens per request, no budget (vLLM-Spec(6))"
+
+
+class Chain8Policy(StaticChainPolicy):
+    name = "chain-8"
+    k = 8
+    summary = "a static chain of 8 draft tokens per request, no budget (vLLM-Spec(8))"
+
+
+STATIC_CHAINS: tuple[type[StaticChainPolicy], ...] = (Chain4Policy, Chain6Policy, Chain8Policy)
+
+
 def _prices_drafting(latency: IterationLatency | CalibratedLatency | None) -> bool:
     """Whether the latency predictor charges for draft steps (a profiled draft model)."""
     if isinstance(latency, CalibratedLatency):
@@ -222,7 +260,7 @@ def _chain(k: int) -> SpecPlan:
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
     for cls in (AdaServePolicy, GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy,
-                TurboSpecPolicy, IncrementalPolicy)
+                TurboSpecPolicy, IncrementalPolicy, *STATIC_CHAINS)
 }
 
 

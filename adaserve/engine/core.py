@@ -25,8 +25,8 @@ from adaserve.engine.profile_data import Profile
 from adaserve.engine.request import Output, Phase, Request
 from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.torch_executor import TorchExecutor
-from adaserve.scheduler import (SLO, BatchView, CalibratedLatency, Calibration, CandidateBatch,
-                                IterationLatency, SchedulerConfig, make_policy)
+from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
+                                CandidateBatch, IterationLatency, SchedulerConfig, make_policy)
 
 
 class QueueFull(RuntimeError):
@@ -342,4 +342,5 @@ def max_tree_nodes(sched: SchedulerConfig) -> int:
     beam = 1 + sched.max_depth * sched.max_width
     exp = sched.specinfer_expansion
     spec = 1 + sum(int(np.prod(exp[: k + 1])) for k in range(len(exp)))
-    return max(beam, spec, 1 + sched.max_chain)
+    chains = max(c.k for c in STATIC_CHAINS)
+    return max(beam, spec, 1 + sched.max_chain, 1 + chains)

@@ -42,7 +42,7 @@ def test_console_script_lists_policies():
     out = subprocess.run([str(exe), "policies"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     for name in ("adaserve", "global-greedy", "equal-greedy", "specinfer", "turbospec",
-                 "incremental"):
+                 "incremental", "chain-4", "chain-6", "chain-8"):
         assert name in out.stdout
 
 

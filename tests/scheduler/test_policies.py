@@ -74,7 +74,7 @@ def test_config_rejects_bad_values(kwargs):
 
 def test_registry_and_unknown_name():
     assert set(POLICIES) == {"adaserve", "global-greedy", "equal-greedy", "specinfer",
-                             "turbospec", "incremental"}
+                             "turbospec", "incremental", "chain-4", "chain-6", "chain-8"}
     with pytest.raises(ValueError, match="adaserve"):
         make_policy("eagle", SchedulerConfig(budget=16))
 
