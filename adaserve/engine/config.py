@@ -9,6 +9,9 @@ from adaserve.engine.weights import DEFAULT_DRAFT, DEFAULT_MODEL
 from adaserve.scheduler import POLICIES
 
 
+PREFILL_MODES = ("chunked", "first")
+
+
 def auto_draft(model: str) -> str | None:
     """The draft "auto" names: our distilled draft for the default target, else none."""
     return DEFAULT_DRAFT if model == DEFAULT_MODEL else None
@@ -41,6 +44,10 @@ class EngineConfig:
     max_batch: int = 32  # running requests (KV slots) at most
     max_context: int = 1024  # prompt + output tokens per request
     prefill_chunk: int = 128  # prompt tokens prefilled per iteration, across requests
+    # "chunked": each iteration prefills a chunk, then the running requests decode (Sarathi-
+    # Serve's piggybacking); "first": an iteration with prompt work prefills only, and the
+    # running requests wait (vLLM 0.8's prefill-first)
+    prefill_mode: str = "chunked"
     max_waiting: int = 1024  # queued requests beyond which submit raises QueueFull
     profile: Path | None = None  # None: the default profile path for model + draft, if present
     device: str = "auto"  # "auto": cuda when available, else cpu
@@ -62,6 +69,9 @@ class EngineConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        if self.prefill_mode not in PREFILL_MODES:
+            raise ValueError(f"prefill_mode must be one of {', '.join(PREFILL_MODES)}, "
+                             f"got {self.prefill_mode!r}")
         if self.budget is not None and (not isinstance(self.budget, int) or self.budget < 1):
             raise ValueError(f"budget must be None or an integer >= 1, got {self.budget!r}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):

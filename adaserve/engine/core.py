@@ -2,6 +2,7 @@
 and synchronous.
 
 admit -> prefill chunk -> plan -> draft trees -> select -> verify -> commit -> emit.
+With prefill_mode "first", an iteration that prefilled stops after the prefill.
 This module decides; an `Executor` (executor.py) runs the model work it decides on: the
 PyTorch models (torch_executor.py) or the simulator's hardware and acceptance models
 (adaserve.sim). Time comes from the clock the core is given, never read here directly.
@@ -162,7 +163,8 @@ class EngineCore:
         prefilled = self._prefill()
         outputs: list[Output] = []
         reqs = self.slots[: self.n_decode]
-        if not reqs:
+        # prefill-first (vLLM 0.8): the running requests wait while any prompt is prefilled
+        if not reqs or prefilled and self.cfg.prefill_mode == "first":
             return outputs
         view = self._view(reqs, t0)
         plan = self.policy.plan(view)

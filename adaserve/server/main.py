@@ -37,7 +37,8 @@ def build(args: argparse.Namespace) -> Built:
                        max_depth=args.max_depth, max_width=args.max_width,
                        cost_aware_depth=not args.eq8_depth, kv_cache_mb=args.kv_cache_mb,
                        max_batch=args.max_batch, max_context=args.max_context,
-                       max_waiting=args.max_waiting, profile=args.profile, device=args.device)
+                       max_waiting=args.max_waiting, prefill_mode=args.prefill_mode,
+                       profile=args.profile, device=args.device)
     models = load_models(cfg)
     profile = load_profile(cfg)
     if profile is None or not profile.budget_trusted:

@@ -19,6 +19,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-width", type=int, default=16, help="W_max of Eq. 9")
     p.add_argument("--eq8-depth", action="store_true",
                    help="Eq. 8's depth as published (no cut for the draft's cost)")
+    p.add_argument("--prefill-mode", default="chunked", choices=("chunked", "first"),
+                   help="chunked (default): every iteration prefills a chunk, then the running "
+                        "requests decode (Sarathi-Serve); first: an iteration with prompt work "
+                        "only prefills (vLLM 0.8's prefill-first)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000,

@@ -14,6 +14,7 @@ from adaserve.engine.core import EngineCore
 from adaserve.engine.profile_data import Profile
 from adaserve.engine.request import Output
 from adaserve.engine.sampling import SamplingParams
+from adaserve.engine.systems import resolve_system
 from adaserve.loadgen.records import Record, summarize, write_jsonl
 from adaserve.scheduler import SLO
 from adaserve.sim.acceptance import AcceptanceModel
@@ -25,11 +26,15 @@ from adaserve.sim.workload import SimRequest
 
 @dataclass(frozen=True, slots=True)
 class SimSetup:
-    """The simulated server: policy and engine limits, hardware, acceptance."""
+    """The simulated server: system (policy and prefill mode) and engine limits, hardware,
+    acceptance."""
 
     hardware: HardwareModel
     acceptance: AcceptanceModel
+    # a policy or one of the paper's systems (adaserve.engine.systems: vllm, sarathi,
+    # vllm-spec-k), which names a prefill mode as well
     policy: str = "adaserve"
+    prefill_mode: str | None = None  # None: the system's own (chunked for a policy)
     budget: int | None = None  # None: the hardware model's
     max_batch: int = 64
     prefill_chunk: int = 128
@@ -41,10 +46,13 @@ class SimSetup:
 def build(setup: SimSetup, max_context: int, max_waiting: int
           ) -> tuple[EngineCore, VirtualClock]:
     """An EngineCore over a SimExecutor, with the policy's latency predictor profiled from
-    the hardware model as `adaserve profile` would on that machine (a linear fit)."""
+    the hardware model as `adaserve profile` would on that machine (a linear fit).
+    ValueError for a policy that names no system."""
     hw = setup.hardware
-    draft = None if setup.policy == "incremental" else (hw.draft_model or "simulated-draft")
-    cfg = EngineConfig(model=hw.target_model, draft=draft, policy=setup.policy,
+    system = resolve_system(setup.policy)
+    draft = None if system.policy == "incremental" else (hw.draft_model or "simulated-draft")
+    cfg = EngineConfig(model=hw.target_model, draft=draft, policy=system.policy,
+                       prefill_mode=setup.prefill_mode or system.prefill_mode,
                        budget=setup.budget or hw.budget, max_depth=setup.max_depth,
                        max_width=setup.max_width, cost_aware_depth=setup.cost_aware_depth,
                        max_batch=setup.max_batch, max_context=max_context,

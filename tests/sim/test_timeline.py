@@ -77,3 +77,36 @@ def test_incremental_has_no_draft_cost():
     assert r.first_token_s == pytest.approx(0.022)
     assert r.finished_s == pytest.approx(0.044)
     assert r.tpot_ms == pytest.approx(11)
+
+
+def _two_requests(system: str, hardware=None):
+    """a: a 2-token prompt at t = 0, 4 tokens out; b: a 4-token prompt at 5 ms, 2 out."""
+    a = SimRequest(0, 0.0, "urgent", 100.0, prompt_tokens=2, output_tokens=4)
+    b = SimRequest(1, 0.005, "relaxed", 500.0, prompt_tokens=4, output_tokens=2)
+    setup = SimSetup(hardware or linear_hardware(), ChainAcceptance(accept=2), policy=system)
+    core, clock = build(setup, max_context=64, max_waiting=16)
+    return simulate(core, clock, [a, b]), core
+
+
+def test_prefill_first_timeline():
+    (ra, rb), core = _two_requests("vllm")
+    # iteration 1, t = 0: prefill a's 1 token (10 + 1 ms), nothing else -> 11 ms
+    # iteration 2, t = 11: b (arrived at 5 ms) prefills 3 tokens (13 ms) while a waits -> 24 ms
+    # iterations 3-4: a and b decode, 2 roots each (12 ms): 36 ms, 48 ms (b's 2 tokens)
+    # iterations 5-6: a alone (11 ms): 59 ms, 70 ms
+    assert (ra.first_token_s, ra.finished_s) == pytest.approx((0.036, 0.070))
+    assert (rb.first_token_s, rb.finished_s) == pytest.approx((0.036, 0.048))
+    # decoding iterations only: the prefill-only ones keep no stats
+    assert [s.seconds for s in core.stats] == pytest.approx([0.012, 0.012, 0.011, 0.011])
+    assert [s.prefill_tokens for s in core.stats] == [0, 0, 0, 0]
+
+
+def test_chunked_prefill_timeline_unfused():
+    (ra, rb), core = _two_requests("sarathi")
+    # iteration 1: prefill a's token (11 ms), a's root (11 ms) -> 22 ms
+    # iteration 2, t = 22: b's 3 prompt tokens (13 ms), then a and b decode (12 ms) -> 47 ms
+    # iteration 3: 12 ms -> 59 ms (b's last); iteration 4: a alone, 11 ms -> 70 ms
+    assert (ra.first_token_s, ra.finished_s) == pytest.approx((0.022, 0.070))
+    assert (rb.first_token_s, rb.finished_s) == pytest.approx((0.047, 0.059))
+    assert [s.seconds for s in core.stats] == pytest.approx([0.022, 0.025, 0.012, 0.011])
+    assert [s.prefill_tokens for s in core.stats] == [1, 3, 0, 0]
