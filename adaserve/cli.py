@@ -8,6 +8,7 @@ common commands:
   adaserve generate "Say hi"        run prompts through the embedded engine and print
   adaserve loadgen --rate 1         send mixed-SLO traffic to a server, report attainment
   adaserve bench                    compare the scheduling policies under the same load
+  adaserve simulate --trace T.csv   the same comparison on a simulated GPU (no model loaded)
   adaserve policies                 list the scheduling policies
 
 `adaserve COMMAND --help` describes a command and its options. The manual is docs/ in the
@@ -95,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_args(bench)
     bench.set_defaults(func=_bench)
 
+    from adaserve.sim.cli import DESCRIPTION as _sim_doc, add_args as _sim_args
+
+    simulate = sub.add_parser("simulate", help="a workload through the scheduling loop on a "
+                                               "simulated executor (hardware latency and "
+                                               "acceptance models), per policy",
+                              description=_sim_doc, formatter_class=_HelpFormatter)
+    _sim_args(simulate)
+    simulate.set_defaults(func=_simulate)
+
     sgl = sub.add_parser("sglang", help="the SGLang plugin: `adaserve sglang check` checks the "
                                         "installed sglang against it")
     sgl.add_argument("action", choices=["check"],
@@ -140,6 +150,12 @@ def _bench(args: argparse.Namespace) -> int:
     from adaserve.loadgen.bench import main as bench_main
 
     return bench_main(args)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from adaserve.sim.cli import main as simulate_main
+
+    return simulate_main(args)
 
 
 def _loadgen(args: argparse.Namespace) -> int:

@@ -4,13 +4,16 @@ paper-trace CSV or from the load generator's arrival schedules."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from adaserve.loadgen.arrivals import Arrival
-from adaserve.loadgen.workload import PromptSpec
+import numpy as np
+
+from adaserve.loadgen.arrivals import Arrival, schedule
+from adaserve.loadgen.workload import ClassMix, PromptSpec
 
 PAPER_TRACE_COLUMNS = ("emission_time_ms", "input_length", "output_length", "slo_ratio")
 
@@ -74,3 +77,31 @@ def from_arrivals(arrivals: Sequence[Arrival], slo_ms: Mapping[str, float | None
         raise ValueError(f"no TPOT SLO given for the classes {missing}")
     return [SimRequest(a.index, a.t, a.slo_class, slo_ms[a.slo_class], prompt_tokens(a.prompt),
                        a.max_tokens) for a in arrivals]
+
+
+def fixed_lengths(times: np.ndarray, mix: ClassMix, slo_ms: Mapping[str, float | None],
+                  prompt_tokens: int, output_tokens: int, seed: int = 0,
+                  mix_draw: str = "exact") -> list[SimRequest]:
+    """Requests at ``times``, classes assigned as the load generator assigns them (the same
+    seed and mix give the same classes), every prompt and output of the given lengths."""
+    one = PromptSpec("synthetic", (), output_tokens)
+    return from_arrivals(schedule(times, mix, [one], seed, mix_draw=mix_draw), slo_ms,
+                         lambda _: prompt_tokens)
+
+
+def mean_rate(requests: Sequence[SimRequest]) -> float:
+    """Requests per second between the first arrival and the last."""
+    ts = [r.t for r in requests]
+    span = max(ts) - min(ts) if ts else 0.0
+    if len(ts) < 2 or span <= 0:
+        raise ValueError("a rate needs at least two requests at different times")
+    return (len(ts) - 1) / span
+
+
+def at_rate(requests: Sequence[SimRequest], rate: float) -> list[SimRequest]:
+    """The same requests with every gap scaled so their mean rate is ``rate``."""
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate must be > 0 requests/s, got {rate!r}")
+    scale = mean_rate(requests) / rate
+    t0 = min(r.t for r in requests)
+    return [dataclasses.replace(r, t=(r.t - t0) * scale) for r in requests]

@@ -1,0 +1,104 @@
+"""`adaserve simulate`: parsing, a paper trace end to end into the load generator's files,
+generated arrivals, and refusals that come before any run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from adaserve.cli import build_parser, main
+from adaserve.loadgen.records import read_jsonl
+from adaserve.loadgen.workload import ClassMix
+from adaserve.sim.workload import at_rate, fixed_lengths, mean_rate, read_paper_trace
+
+ROWS = [(0.0, 100, 24, 1.2), (150.5, 40, 16, -50.0), (420.0, 300, 20, 1.2),
+        (600.0, 12, 24, -150.0), (610.0, 80, 16, 1.2), (990.0, 64, 20, 1.2)]
+
+
+@pytest.fixture
+def trace(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("emission_time_ms,input_length,output_length,slo_ratio\n"
+                    + "".join(f"{t},{i},{o},{s}\n" for t, i, o, s in ROWS))
+    return path
+
+
+def test_options_parse():
+    args = build_parser().parse_args(["simulate", "--trace", "t.csv", "--policies", "a,b",
+                                      "--seeds", "0,3", "--budget", "64", "--quiet"])
+    assert (args.policies, args.seeds, args.budget, args.quiet) == ("a,b", "0,3", 64, True)
+    assert args.hardware == "llama3.1-70b-a100-tp4" and args.rate is None
+    assert args.mix_draw == "exact" and args.arrival == "poisson"
+
+
+def test_a_trace_runs_end_to_end(tmp_path, trace, capsys):
+    out = tmp_path / "out"
+    rc = main(["simulate", "--trace", str(trace), "--hardware", "llama3.1-70b-a100-tp4",
+               "--acceptance", "synthetic-cpu-pair", "--policies", "adaserve,incremental",
+               "--out", str(out), "--quiet"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    for policy in ("adaserve", "incremental"):
+        assert f"## {policy} (seed 0): {len(ROWS)} requests" in printed
+        records = read_jsonl(out / policy / "records.jsonl")
+        assert len(records) == len(ROWS)
+        assert [r.output_tokens for r in records] == [o for _, _, o, _ in ROWS]
+        assert [r.prompt_tokens for r in records] == [i for _, i, _, _ in ROWS]
+        summary = json.loads((out / policy / "summary.json").read_text())
+        assert summary["rows"][-1]["sent"] == len(ROWS)
+        assert (summary["backend"], summary["policy"], summary["hardware"]) == (
+            "sim", policy, "llama3.1-70b-a100-tp4")
+        assert {r["slo_class"] for r in summary["rows"]} == {"x1.2", "50ms", "150ms", "overall"}
+    assert "runs in" in printed
+
+
+def test_generated_arrivals_with_several_seeds(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(["simulate", "--rate", "4", "--requests", "6", "--arrival", "gamma", "--cv", "2",
+               "--input-tokens", "50", "--output-tokens", "12", "--seeds", "0,1",
+               "--policies", "incremental", "--out", str(out), "--quiet"])
+    assert rc == 0
+    for seed in (0, 1):
+        records = read_jsonl(out / "incremental" / f"s{seed}" / "records.jsonl")
+        assert len(records) == 6
+        assert all(r.prompt_tokens == 50 and r.output_tokens == 12 for r in records)
+    summary = json.loads((out / "incremental" / "s1" / "summary.json").read_text())
+    assert "gamma (CV 2)" in summary["workload"] and summary["seed"] == 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    ([], "give one workload"),
+    (["--rate", "1", "--trace", "TRACE"], "give one workload"),
+    (["--trace", "TRACE", "--policies", "adaserve,adaserv"], "policy 'adaserv'"),
+    (["--rate", "1", "--mix", "urgent=1,other=1"], "no TPOT SLO given for the classes"),
+    (["--trace", "TRACE", "--hardware", "no-such-gpu"], "no-such-gpu"),
+])
+def test_refusals_come_before_any_run(tmp_path, trace, capsys, argv, message):
+    out = tmp_path / "out"
+    argv = [str(trace) if a == "TRACE" else a for a in argv]
+    assert main(["simulate", *argv, "--out", str(out), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_fixed_lengths_assign_classes_like_the_load_generator():
+    from adaserve.loadgen.arrivals import schedule
+    from adaserve.loadgen.workload import prompt_set
+
+    times = np.arange(10) * 0.5
+    mix = ClassMix.parse("urgent=0.6,relaxed=0.4")
+    reqs = fixed_lengths(times, mix, {"urgent": 30.0, "relaxed": 240.0}, 100, 8, seed=5)
+    sent = schedule(times, mix, prompt_set("short", 10, 5), 5, mix_draw="exact")
+    assert [r.slo_class for r in reqs] == [a.slo_class for a in sent]
+    assert {(r.prompt_tokens, r.output_tokens) for r in reqs} == {(100, 8)}
+
+
+def test_a_trace_retimed_to_a_rate(trace):
+    reqs = read_paper_trace(trace, 30.0)
+    assert mean_rate(reqs) == pytest.approx(5 / 0.99)
+    fast = at_rate(reqs, 10.0)
+    assert mean_rate(fast) == pytest.approx(10.0)
+    assert [r.t for r in fast][:2] == pytest.approx([0.0, 0.1505 * 0.5 / 0.99])
+    assert [r.slo_ms for r in fast] == [r.slo_ms for r in reqs]
