@@ -159,6 +159,7 @@ class EngineCore:
 
     def step(self) -> list[Output]:
         t0 = self.clock()
+        self.executor.begin_iteration()
         self._admit()
         prefilled = self._prefill()
         outputs: list[Output] = []

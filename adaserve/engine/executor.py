@@ -62,6 +62,10 @@ class Executor(ABC):
     eos_ids: frozenset[int]
     tokenizer: Any  # detokenizes outputs and finds stop strings; None: token ids only
 
+    def begin_iteration(self) -> None:
+        """A new iteration starts: nothing of the last one's shares a forward with this one's
+        (the simulator's fused prefill pricing keys on it; the real models need nothing)."""
+
     @abstractmethod
     def open_slot(self, slot: int) -> None:
         """A request was admitted into ``slot``: forget whatever the slot held."""

@@ -24,6 +24,11 @@ class SimExecutor(Executor):
     does), its later steps (each layer's tokens), the verify forward (the selected tokens),
     each over the batch's context, plus the hardware model's host overhead. Not modelled:
     KV slot moves and the detokenizer (no tokenizer: outputs are token ids).
+
+    With ``hardware.fuses_prefill`` the target's prefill chunk and the verify tokens of the
+    same iteration are one forward. The prefill is charged alone when it runs (an iteration
+    may end after it: prefill-first, or no request decoding yet), and a verify that follows
+    in the same iteration is charged the fused forward less that.
     """
 
     def __init__(self, hardware: HardwareModel, acceptance: AcceptanceModel,
@@ -38,14 +43,20 @@ class SimExecutor(Executor):
         self.eos_ids: frozenset[int] = frozenset()
         self.tokenizer = None
         self.draft_len = np.zeros(n_slots, np.int64)  # [slots] tokens the draft has seen
+        # this iteration's prefill forward (context, per-chunk tokens), which a fusing
+        # verify forward takes in; None: no prefill since the iteration began
+        self.prefilled: tuple[int, list[int]] | None = None
+
+    def begin_iteration(self) -> None:
+        self.prefilled = None
 
     def open_slot(self, slot: int) -> None:
         self.draft_len[slot] = 0
 
     def prefill(self, chunks: Sequence[PrefillChunk]) -> None:
-        self.clock.advance(self.hardware.prefill_s(sum(c.start for c in chunks),
-                                                   [len(c.tokens) for c in chunks],
-                                                   self.with_draft))
+        ctx, sizes = sum(c.start for c in chunks), [len(c.tokens) for c in chunks]
+        self.clock.advance(self.hardware.prefill_s(ctx, sizes, self.with_draft))
+        self.prefilled = (ctx, sizes)
         for c in chunks:
             self.draft_len[c.slot] = c.start + len(c.tokens)
 
@@ -66,7 +77,12 @@ class SimExecutor(Executor):
                            if drafted is None else drafted.state[0])
         accepted, new_tokens = walk(candidates, mask, trees.target_token)
         verified = mask.sum(1).astype(np.int64)
-        self.clock.advance(self.hardware.verify_s(_context(reqs), verified.tolist()))
+        ctx, sizes = _context(reqs), verified.tolist()
+        if self.hardware.fuses_prefill and self.prefilled is not None:
+            self.clock.advance(self.hardware.fused_verify_s(ctx, sizes, *self.prefilled))
+        else:
+            self.clock.advance(self.hardware.verify_s(ctx, sizes))
+        self.prefilled = None
         return VerifyResult(accepted, new_tokens, verified)
 
     def commit_draft(self, reqs: Sequence[Request], drafted: Drafted,

@@ -89,6 +89,10 @@ class HardwareModel:
     # embedded engine's batches, and how `adaserve profile` measured them); False: the
     # tokens themselves (packed batches, as the paper's systems run them)
     pads_rows: bool = False
+    # True: an iteration's prefill chunk and its verify tokens run as one target forward
+    # (Sarathi-Serve's fused batch: one weight read on a GPU); False: two forwards, as the
+    # embedded engine runs them (prefill, then verify)
+    fuses_prefill: bool = False
     notes: tuple[str, ...] = field(default=())
 
     def batch_tokens(self, per_request: Sequence[int]) -> int:
@@ -118,6 +122,16 @@ class HardwareModel:
         return (self.target.predict(context_tokens, self.batch_tokens(selected))
                 + self.iteration_overhead_ms / 1e3)
 
+    def fused_verify_s(self, context_tokens: int, selected: Sequence[int],
+                       prefill_context: int, chunk_tokens: Sequence[int]) -> float:
+        """``verify_s`` when the verify forward carries the iteration's prefill chunk too
+        (``fuses_prefill``): one target forward over the chunks and the selected tokens,
+        less the target's prefill forward that ``prefill_s`` has charged already."""
+        fused = self.target.predict(prefill_context + context_tokens,
+                                    self.batch_tokens([*chunk_tokens, *selected]))
+        alone = self.target.predict(prefill_context, self.batch_tokens(chunk_tokens))
+        return fused - alone + self.iteration_overhead_ms / 1e3
+
     @classmethod
     def from_dict(cls, d: dict) -> HardwareModel:
         try:
@@ -129,6 +143,7 @@ class HardwareModel:
                        baseline_latency_ms=float(d["baseline_latency_ms"]),
                        iteration_overhead_ms=float(d.get("iteration_overhead_ms", 0.0)),
                        pads_rows=bool(d.get("pads_rows", False)),
+                       fuses_prefill=bool(d.get("fuses_prefill", False)),
                        notes=tuple(d.get("notes", ())))
         except KeyError as e:
             raise ValueError(f"hardware model {d.get('name', '?')} lacks the field {e}") from None

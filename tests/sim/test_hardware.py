@@ -31,6 +31,23 @@ def test_the_70b_table_is_the_artifacts():
     assert hw.draft_s(10_000, [64, 64]) == 0.0
 
 
+def test_fusing_is_the_gpu_tables_and_not_the_cpus():
+    assert HardwareModel.load("llama3.1-70b-a100-tp4").fuses_prefill
+    assert not HardwareModel.load("cpu-smollm2-135m").fuses_prefill
+
+
+def test_fused_verify_pays_one_forward_for_chunk_and_verify():
+    hw = HardwareModel.load("llama3.1-70b-a100-tp4")
+    # a 128-token chunk over 1,000 cached tokens and 64 decode roots over 38,400: 192 tokens
+    # in one forward (70 ms) and both contexts' attention, less the chunk's forward charged
+    # alone at prefill (55 ms and its own context)
+    fused = hw.fused_verify_s(38_400, [1] * 64, 1_000, [128])
+    assert hw.prefill_s(1_000, [128]) + fused == pytest.approx((70 + 39.4 * 0.0402) / 1e3)
+    # apart, the 64 roots cost a forward of their own: 30 + 63/127 * 25 ms
+    assert hw.verify_s(38_400, [1] * 64) - fused == pytest.approx((30 + 63 / 127 * 25 + 55 - 70)
+                                                                  / 1e3)
+
+
 def test_padded_rows_cost_the_longest_request():
     hw = HardwareModel.load("cpu-smollm2-135m")
     assert hw.pads_rows

@@ -110,3 +110,30 @@ def test_chunked_prefill_timeline_unfused():
     assert (rb.first_token_s, rb.finished_s) == pytest.approx((0.047, 0.059))
     assert [s.seconds for s in core.stats] == pytest.approx([0.022, 0.025, 0.012, 0.011])
     assert [s.prefill_tokens for s in core.stats] == [1, 3, 0, 0]
+
+
+def test_fused_chunked_prefill_timeline():
+    (ra, rb), core = _two_requests("sarathi", linear_hardware(fuses_prefill=True))
+    # the chunk and the roots in one forward: iteration 1, a's prompt token and its root,
+    # 10 + 2 ms -> 12 ms; iteration 2, t = 12: b's 3 prompt tokens and 2 roots, 10 + 5 ms
+    # -> 27 ms; then as unfused: 12 ms -> 39 ms (b's last), 11 ms -> 50 ms
+    assert (ra.first_token_s, ra.finished_s) == pytest.approx((0.012, 0.050))
+    assert (rb.first_token_s, rb.finished_s) == pytest.approx((0.027, 0.039))
+    assert [s.seconds for s in core.stats] == pytest.approx([0.012, 0.015, 0.012, 0.011])
+
+
+def test_fused_prefill_only_iterations_cost_the_prefill_alone():
+    # prefill-first on fusing hardware: nothing to fuse with; as unfused
+    (ra, rb), _ = _two_requests("vllm", linear_hardware(fuses_prefill=True))
+    assert (ra.first_token_s, ra.finished_s) == pytest.approx((0.036, 0.070))
+    assert (rb.first_token_s, rb.finished_s) == pytest.approx((0.036, 0.048))
+
+
+def test_fused_iteration_still_pays_the_drafts_prefill_and_steps():
+    a = SimRequest(0, 0.0, "urgent", 100.0, prompt_tokens=5, output_tokens=7)
+    (ra,), core, _ = _run([a], linear_hardware(fuses_prefill=True))
+    # iteration 1 of test_hand_computed_timeline (36 ms) with the target's prefill (14 ms)
+    # and verify (14 ms) fused into one forward of 4 + 4 tokens (18 ms): the draft's
+    # prefill (2 ms) and its 3 steps (6 ms) stay -> 26 ms
+    assert core.stats[0].seconds == pytest.approx(0.026)
+    assert core.stats[1].seconds == pytest.approx(0.020)  # no prefill left: as before
