@@ -1,11 +1,13 @@
 """Speculation is lossless: every policy's greedy output equals incremental greedy output,
-token for token, in one mixed batch where requests join and finish mid-run."""
+token for token, in one mixed batch where requests join and finish mid-run (the static
+chains too, and either prefill mode)."""
 
 from __future__ import annotations
 
 import pytest
 
 from adaserve.engine import SamplingParams
+from adaserve.engine.systems import resolve_system
 from adaserve.scheduler import POLICIES
 
 from engine_helpers import PROMPTS, make_core, run_workload
@@ -45,6 +47,17 @@ def test_waiting_for_a_free_slot_changes_nothing(tokenizer, reference):
     core = make_core("incremental", max_batch=4)
     assert run_workload(core, _schedule(tokenizer)) == reference
     assert not core.slots and core.n_decode == 0
+
+
+@pytest.mark.parametrize("system", ["vllm", pytest.param("vllm-spec-4", marks=pytest.mark.slow)])
+def test_prefill_first_changes_no_token(system, tokenizer, reference):
+    """vLLM's prefill-first and vLLM-Spec(4) (a static chain) on the real pair: the same
+    greedy output as chunked incremental decoding, with prompts joining mid-run."""
+    s = resolve_system(system)
+    draft = None if s.policy == "incremental" else "layers:4"
+    core = make_core(s.policy, draft=draft, prefill_mode=s.prefill_mode, max_batch=16,
+                     budget=8, prefill_chunk=32)
+    assert run_workload(core, _schedule(tokenizer)) == reference
 
 
 @pytest.mark.slow
