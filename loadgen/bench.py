@@ -1,5 +1,6 @@
 """`adaserve bench`: policy sweeps (seed 002 §6). For each policy: start `adaserve serve`,
-warm it, run every load point with `adaserve loadgen`, stop it. Every policy gets the same
+warm it, run every load point with `adaserve loadgen`, stop it; or, with --backend sim,
+run every point on the simulator (adaserve/sim/bench.py). Every policy gets the same
 prompts and the same arrival seeds. Writes results/<experiment>/: summary.md (tables and
 the goals evaluated from the data), summary.json, PNGs, raw/ (per-run records and
 summaries), with the exact command, machine and date.
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from adaserve.loadgen.extend import done, load_prior, ordered
+from adaserve.loadgen.extend import done, load_prior, ordered, settings
 from adaserve.loadgen.options import add_mix_draw_args
 from adaserve.loadgen.run import machine
 from adaserve.loadgen.serve_process import ServeProcess
@@ -47,8 +48,13 @@ experiments:
   slo-scale  attainment against the urgent SLO as a multiple of the baseline latency
              (--scales) at --rate
 
+With --backend sim, no server starts: every run goes through the simulator (the engine's
+scheduling loop on a hardware latency model and an acceptance model; docs/sim.md) and the
+result pages are the same.
+
 example:
-  adaserve bench --experiment rate --rates 0.5,1.0,1.5 --requests 30 --repeats 2"""
+  adaserve bench --experiment rate --rates 0.5,1.0,1.5 --requests 30 --repeats 2
+  adaserve bench --backend sim --experiment rate --rates 0.5,1.0,1.5 --out results/sim-rate"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -62,6 +68,15 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="urgent proportions (urgent experiment)")
     p.add_argument("--scales", default="1.0,0.9,0.8,0.7,0.6",
                    help="urgent SLO / baseline latency (slo-scale experiment)")
+    p.add_argument("--arrival", choices=["poisson", "gamma"], default="poisson",
+                   help="arrival process at each point's rate")
+    p.add_argument("--cv", type=float, default=2.0,
+                   help="coefficient of variation of gamma gaps (> 1: bursty)")
+    p.add_argument("--trace", type=Path, default=None,
+                   help="a paper trace (emission_time_ms,input_length,output_length,slo_ratio) "
+                        "instead of generated arrivals: its first --requests rows, classes and "
+                        "lengths, the gaps scaled to each --rates rate (rate experiment, "
+                        "--backend sim only; default: none)")
     p.add_argument("--mix", default=DEFAULT_MIX, help="SLO class weights, name=weight,...")
     add_mix_draw_args(p.add_mutually_exclusive_group(), None, notes={
         "exact": " (the default; with --extend, the default is the sweep's own)"})
@@ -88,7 +103,20 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline-ms", type=float, default=None,
                    help="baseline latency for every server (default: the first server's, "
                         "from its profile or measured, then passed to all the others, so "
-                        "every policy is held to the same SLOs)")
+                        "every policy is held to the same SLOs; with --backend sim: the "
+                        "hardware model's)")
+    p.add_argument("--backend", choices=["serve", "sim"], default="serve",
+                   help="serve: an `adaserve serve` per policy, loaded by `adaserve loadgen`; "
+                        "sim: the simulator, no server (it follows --serve-args' engine flags)")
+    sim = p.add_argument_group("--backend sim")
+    sim.add_argument("--hardware", default="cpu-smollm2-135m",
+                     help="hardware model: a shipped one or a JSON file (docs/sim.md)")
+    sim.add_argument("--acceptance", default="synthetic-cpu-pair",
+                     help="acceptance model: a shipped one, a JSON file, or a replay "
+                          "recording (.npz)")
+    sim.add_argument("--prompt-tokens", choices=["tokenizer", "estimate"], default="tokenizer",
+                     help="how prompts are counted without a server: the default model's "
+                          "tokenizer (as the server counts), or 30 + 1.2 per word")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +135,15 @@ def points(args: argparse.Namespace) -> list[Point]:
     return [Point(s, args.rate, -1.0, float(s)) for s in args.scales.split(",")]
 
 
+def slo_classes(urgent_scale: float) -> str:
+    """The sweep's classes, as `adaserve serve --slo-classes` takes them."""
+    return f"urgent=x{urgent_scale:g},moderate=x2.4,relaxed=x8,best-effort"
+
+
 def start_server(policy: str, urgent_scale: float, extra: str, log: Path,
                  baseline_ms: float | None) -> ServeProcess:
-    classes = f"urgent=x{urgent_scale:g},moderate=x2.4,relaxed=x8,best-effort"
-    flags = ["--policy", policy, "--slo-classes", classes, "--log-level", "warning",
-             *shlex.split(extra)]
+    flags = ["--policy", policy, "--slo-classes", slo_classes(urgent_scale), "--log-level",
+             "warning", *shlex.split(extra)]
     if baseline_ms is not None:
         flags += ["--baseline-ms", repr(baseline_ms)]
     return ServeProcess(flags, log)
@@ -129,7 +161,8 @@ def warm(server: ServeProcess) -> None:
 
 def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path) -> dict:
     cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", server.url,
-           "--rate", str(point.rate), "--requests", str(args.requests), "--mix", args.mix,
+           "--rate", str(point.rate), "--arrival", args.arrival, "--cv", str(args.cv),
+           "--requests", str(args.requests), "--mix", args.mix,
            "--urgent", str(point.urgent), "--prompts", args.prompts, "--max-tokens",
            str(args.max_tokens), "--seed", str(seed), "--ttft-slo-ms", str(args.ttft_slo_ms),
            f"--mix-{args.mix_draw}", "--out", str(out)]
@@ -149,10 +182,17 @@ def main(args: argparse.Namespace) -> int:
     from adaserve.loadgen.report import write_report
 
     out = args.out or Path("results") / args.experiment
-    raw = out / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     pts = points(args)
+    try:
+        sim = _sim_backend(args, policies)
+    except (ValueError, OSError) as e:
+        print(f"adaserve bench: error: {e}", file=sys.stderr)
+        return 2
+    if sim is not None and args.baseline_ms is None:
+        args.baseline_ms = sim.baseline_ms  # so an extension checks it like a measured one
+    raw = out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
     prior, runs = load_prior(out, args) if args.extend else ({}, [])
     # unset: an extension keeps the sweep's assignment (load_prior fills it in), else exact
     args.mix_draw = args.mix_draw or prior.get("mix_draw", "exact")
@@ -168,11 +208,7 @@ def main(args: argparse.Namespace) -> int:
         this = {"command": "adaserve bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
                 "machine": machine(), "date": dt.datetime.now().isoformat(timespec="seconds"),
                 "wall_minutes": (time.time() - t_start) / 60}
-        meta = {**this, "experiment": args.experiment, "requests_per_point": args.requests,
-                "repeats": args.repeats, "mix": args.mix, "mix_draw": args.mix_draw,
-                "prompts": args.prompts,
-                "ttft_slo_ms": args.ttft_slo_ms, "max_tokens": args.max_tokens,
-                "serve_args": args.serve_args}
+        meta = {**this, **settings(args), "repeats": args.repeats, "mix_draw": args.mix_draw}
         if args.extend:
             # the first sweep's command, machine and date head the page; extensions are listed
             meta = {**meta, **{k: prior[k] for k in this},
@@ -188,21 +224,26 @@ def main(args: argparse.Namespace) -> int:
         for group in groups:
             if not any(todo(policy, point) for point in group):
                 continue
-            log = _fresh(raw / f"serve-{policy}-{group[0].label}.log")
-            # what each iteration ran and took, beside the server log (the simulator's
-            # validation reads it)
-            server = start_server(policy, group[0].urgent_scale,
-                                  f"{args.serve_args or ''} --iteration-log "
-                                  f"{shlex.quote(str(log.with_suffix('.iterations.jsonl')))}",
-                                  log, baseline)
+            if sim is not None:
+                server = sim.start(policy, group[0].urgent_scale)
+            else:
+                log = _fresh(raw / f"serve-{policy}-{group[0].label}.log")
+                # what each iteration ran and took, beside the server log (the simulator's
+                # validation reads it)
+                server = start_server(policy, group[0].urgent_scale,
+                                      f"{args.serve_args or ''} --iteration-log "
+                                      f"{shlex.quote(str(log.with_suffix('.iterations.jsonl')))}",
+                                      log, baseline)
             baseline = server.info["baseline_latency_ms"]
             try:
-                warm(server)
+                if sim is None:
+                    warm(server)
                 for point in group:
                     for seed in todo(policy, point):
                         name = f"{policy}-{point.label}-s{seed}"
                         t0 = time.time()
-                        s = run_point(args, server, point, seed, raw / name)
+                        s = (server.run(point, seed, raw / name) if sim is not None
+                             else run_point(args, server, point, seed, raw / name))
                         o = s["rows"][-1]
                         print(f"[bench] {name}: attainment {o['attainment']}, goodput "
                               f"{o['goodput_tok_s']:.2f} tok/s ({time.time() - t0:.0f} s)",
@@ -218,3 +259,23 @@ def main(args: argparse.Namespace) -> int:
     write_report(out, meta, runs)
     print((out / "summary.md").read_text())
     return 0
+
+
+def _sim_backend(args: argparse.Namespace, policies: list[str]):
+    """The simulator's backend with --backend sim, else None; ValueError for a command
+    neither backend can run."""
+    if args.trace is not None:
+        if args.backend != "sim":
+            raise ValueError("--trace runs on the simulator only (--backend sim): `adaserve "
+                             "loadgen` cannot yet send a paper trace's prompt lengths and "
+                             "per-request SLOs")
+        if args.experiment != "rate":
+            raise ValueError("--trace fixes the classes and their SLOs: only --experiment rate "
+                             "(the trace at each rate) can vary it")
+        if args.arrival != "poisson":
+            raise ValueError("--trace gives the arrival times: drop --arrival")
+    if args.backend != "sim":
+        return None
+    from adaserve.sim.bench import SimBackend
+
+    return SimBackend.from_args(args, policies)

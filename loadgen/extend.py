@@ -10,10 +10,25 @@ import argparse
 import json
 from pathlib import Path
 
-# meta key -> the argument it was written from; all must match to join a sweep
-SAME = {"experiment": "experiment", "requests_per_point": "requests", "mix": "mix",
-        "prompts": "prompts", "ttft_slo_ms": "ttft_slo_ms", "max_tokens": "max_tokens",
-        "serve_args": "serve_args"}
+# what a sweep recorded before these settings existed: it ran with these values
+BEFORE = {"backend": "serve", "arrival": "poisson", "cv": None, "trace": None,
+          "hardware": None, "acceptance": None, "prompt_tokens": None}
+
+
+def settings(args: argparse.Namespace) -> dict:
+    """What defines a sweep's experiment, as its summary.json records it; an extension must
+    have all of it the same. A setting that plays no part is None (the CV of Poisson
+    arrivals, the simulator's models on a server)."""
+    sim = args.backend == "sim"
+    return {"experiment": args.experiment, "requests_per_point": args.requests,
+            "mix": args.mix, "prompts": args.prompts, "ttft_slo_ms": args.ttft_slo_ms,
+            "max_tokens": args.max_tokens, "serve_args": args.serve_args,
+            "backend": args.backend, "arrival": args.arrival,
+            "cv": args.cv if args.arrival == "gamma" else None,
+            "trace": None if args.trace is None else str(args.trace),
+            "hardware": args.hardware if sim else None,
+            "acceptance": str(args.acceptance) if sim else None,
+            "prompt_tokens": args.prompt_tokens if sim and args.trace is None else None}
 
 
 class ExtendError(ValueError):
@@ -29,10 +44,12 @@ def load_prior(out: Path, args: argparse.Namespace) -> tuple[dict, list[dict]]:
         raise ExtendError(f"--extend: {path} does not exist; run the sweep without --extend")
     data = json.loads(path.read_text())
     runs = data.pop("runs")
-    for key, arg in SAME.items():
-        if key in data and data[key] != getattr(args, arg):
-            raise ExtendError(f"--extend: {path} has {key}={data[key]!r}, this command "
-                              f"{getattr(args, arg)!r}; an extension must be the same experiment")
+    for key, want in settings(args).items():
+        # a key an older summary lacks and that has no known old value goes unchecked
+        have = data.get(key, BEFORE.get(key, want))
+        if have != want:
+            raise ExtendError(f"--extend: {path} has {key}={have!r}, this command "
+                              f"{want!r}; an extension must be the same experiment")
     # sweeps from before --mix-exact record no assignment: their classes were drawn i.i.d.
     recorded = data.setdefault("mix_draw", "iid")
     if args.mix_draw not in (None, recorded):

@@ -57,6 +57,13 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
              f"point (with several runs: mean (min-max)), prompt set {meta['prompts']}, class "
              f"mix {meta['mix']}, {MIX_DRAWS[meta.get('mix_draw', 'iid')]}; every policy gets "
              "the same prompts, arrival times and classes",
+             f"- arrivals: {_arrivals(meta)}",
+             *([f"- simulated (`--backend sim`), no server ran: hardware model "
+                f"`{meta.get('hardware')}`, acceptance model `{meta.get('acceptance')}`"
+                + (f", prompt tokens counted by the {meta['prompt_tokens']}"
+                   if meta.get("prompt_tokens") else "")
+                + "; every request runs to its max_tokens and none is refused (docs/sim.md)"]
+               if meta.get("backend") == "sim" else []),
              f"- server: {_server(runs)}", "",
              "Attainment: requests within their TPOT SLO / requests sent with an SLO; goodput: "
              "output tokens per second of requests that met their SLO (seed 002 §6, DESIGN.md "
@@ -86,6 +93,15 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
     lines += ["", "## Goals", ""] + goals(exp, t, policies, pts) + [""]
     lines += ["## Plots", ""] + [f"![{n}]({n})" for n in plots(out, exp, runs, t, policies, pts)]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def _arrivals(meta: dict) -> str:
+    if meta.get("trace"):
+        return (f"the paper trace `{meta['trace']}` (its first requests, classes and lengths; "
+                "the gaps scaled to each rate)")
+    if meta.get("arrival") == "gamma":
+        return f"gamma gaps, CV {meta['cv']:g} (bursty), at each point's rate"
+    return "Poisson at each point's rate"
 
 
 def _server(runs: list[dict]) -> str:
