@@ -24,9 +24,10 @@ from adaserve.loadgen.workload import PromptSpec
 from adaserve.server.options import add_args as add_serve_args
 from adaserve.server.slo_classes import parse_classes
 from adaserve.sim.acceptance import AcceptanceModel, load_acceptance
+from adaserve.sim.replay import ReplayAcceptance
 from adaserve.sim.driver import SimSetup, write_run
 from adaserve.sim.hardware import HardwareModel
-from adaserve.sim.prompt_tokens import counter
+from adaserve.sim.prompt_tokens import estimate, tokenizer_ids
 from adaserve.sim.run import check_policies, run, shows_progress
 from adaserve.sim.workload import SimRequest, at_rate, from_arrivals, read_paper_trace
 
@@ -45,7 +46,8 @@ class SimBackend:
     acceptance: AcceptanceModel
     serve: argparse.Namespace  # --serve-args, parsed as `adaserve serve` parses them
     baseline_ms: float
-    prompt_tokens: Callable[[PromptSpec], int] | None  # None with --trace: its lengths
+    # the prompts' token ids (--prompt-tokens tokenizer), else only their estimated count
+    prompt_ids: Callable[[PromptSpec], tuple[int, ...]] | None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, policies: list[str]) -> SimBackend:
@@ -54,13 +56,14 @@ class SimBackend:
         serve = _serve_args(args.serve_args)
         baseline = next(b for b in (args.baseline_ms, serve.baseline_ms,
                                     hw.baseline_latency_ms) if b is not None)
-        tokens = None
-        if not args.trace:
-            cache: dict[PromptSpec, int] = {}
-            count = counter(args.prompt_tokens)
-            # every policy and seed sends prompts of one set: count each once
-            tokens = lambda p: cache[p] if p in cache else cache.setdefault(p, count(p))  # noqa: E731
-        backend = cls(args, hw, load_acceptance(args.acceptance), serve, baseline, tokens)
+        acceptance = load_acceptance(args.acceptance)
+        if isinstance(acceptance, ReplayAcceptance) and (args.trace
+                                                         or args.prompt_tokens != "tokenizer"):
+            raise ValueError("a replay recording is keyed on the prompts' token ids: it needs "
+                             "--prompt-tokens tokenizer and the load generator's prompts (no "
+                             "--trace)")
+        ids = tokenizer_ids() if args.prompt_tokens == "tokenizer" and not args.trace else None
+        backend = cls(args, hw, acceptance, serve, baseline, ids)
         check_policies(backend.setup("adaserve"), policies)
         return backend
 
@@ -109,7 +112,11 @@ class SimServer:
             mix=args.mix, urgent=point.urgent, arrival=args.arrival, rate=point.rate,
             cv=args.cv, trace="", time_scale=1.0, requests=args.requests, seed=seed,
             prompts=args.prompts, max_tokens=args.max_tokens, mix_draw=args.mix_draw)
-        return from_arrivals(build_plan(opts), self.slo_ms, self.backend.prompt_tokens)
+        plan, ids = build_plan(opts), self.backend.prompt_ids
+        if ids is None:
+            return from_arrivals(plan, self.slo_ms, estimate)
+        reqs = from_arrivals(plan, self.slo_ms, lambda p: len(ids(p)))
+        return [dataclasses.replace(r, prompt_ids=ids(a.prompt)) for r, a in zip(reqs, plan)]
 
     def run(self, point: Point, seed: int, out: Path) -> dict:
         """One run into ``out`` (records.jsonl, summary.json, summary.md); its summary."""

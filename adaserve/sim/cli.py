@@ -41,8 +41,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help=f"hardware model: a shipped one ({', '.join(available())}) or a JSON "
                         "file")
     p.add_argument("--acceptance", default="synthetic-cpu-pair",
-                   help="acceptance model: a shipped one, a synthetic model's JSON file, or a "
-                        "replay recording (.npz)")
+                   help="acceptance model: a shipped one or a synthetic model's JSON file (a "
+                        "replay recording, .npz, needs real prompts: `adaserve bench "
+                        "--backend sim` has them)")
     p.add_argument("--policies", default="adaserve,incremental",
                    help="comma separated; `adaserve policies` lists them")
     p.add_argument("--budget", type=int, default=None,
@@ -99,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     from adaserve.loadgen.records import summarize, summary_table
-    from adaserve.sim import HardwareModel, SimSetup, load_acceptance, write_run
+    from adaserve.sim import HardwareModel, ReplayAcceptance, SimSetup, load_acceptance, write_run
     from adaserve.sim.run import check_policies, run, shows_progress
 
     policies = _names(args.policies)
@@ -108,8 +109,13 @@ def _main(args: argparse.Namespace) -> int:
         raise ValueError("--policies and --seeds need at least one value each")
     hw = HardwareModel.load(args.hardware)
     baseline = args.baseline_ms if args.baseline_ms is not None else hw.baseline_latency_ms
-    setup = SimSetup(hw, load_acceptance(args.acceptance), budget=args.budget,
-                     max_batch=args.max_batch, prefill_chunk=args.prefill_chunk)
+    acceptance = load_acceptance(args.acceptance)
+    if isinstance(acceptance, ReplayAcceptance):
+        raise ValueError("a replay recording is keyed on the prompts' token ids, and a trace "
+                         "or --rate gives only lengths: run it with `adaserve bench --backend "
+                         "sim`, whose prompts are the load generator's")
+    setup = SimSetup(hw, acceptance, budget=args.budget, max_batch=args.max_batch,
+                     prefill_chunk=args.prefill_chunk)
     check_policies(setup, policies)
     workload, describe = _workload_of(args, baseline)
     command = "adaserve simulate " + " ".join(shlex.quote(a) for a in sys.argv[2:])

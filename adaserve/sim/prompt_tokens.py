@@ -1,6 +1,7 @@
-"""How many tokens a load-generator prompt is, for the simulator, which has no server to
-count them: SmolLM2's own tokenizer through its chat template (what the served engine
-counts), or an estimate from the words for when that tokenizer is not at hand."""
+"""The tokens of a load-generator prompt, for the simulator, which has no server to count
+them: SmolLM2's own tokenizer through its chat template (what the served engine counts,
+and the ids a replay recording is keyed on), or an estimate of the count from the words
+for when that tokenizer is not at hand."""
 
 from __future__ import annotations
 
@@ -25,18 +26,21 @@ def estimate(p: PromptSpec) -> int:
     return TEMPLATE_TOKENS + math.ceil(TOKENS_PER_WORD * words)
 
 
-def counter(kind: str) -> Callable[[PromptSpec], int]:
-    """``kind`` "tokenizer": the default model's tokenizer (loads in about a second, no
-    weights; the first use on a new machine converts the packaged model once, as `adaserve
-    serve` would); "estimate": ``estimate``."""
-    if kind == "estimate":
-        return estimate
-    if kind != "tokenizer":
-        raise ValueError(f"prompt token counter must be one of {COUNTERS}, got {kind!r}")
+def tokenizer_ids() -> Callable[[PromptSpec], tuple[int, ...]]:
+    """The default model's tokenizer: it loads in about a second, without the weights (the
+    first use on a new machine converts the packaged model once, as `adaserve serve`
+    would). Each prompt is encoded once."""
     from transformers import AutoTokenizer
 
     from adaserve.engine.engine import encode_chat
     from adaserve.engine.weights import DEFAULT_MODEL, resolve_model
 
     tok = AutoTokenizer.from_pretrained(str(resolve_model(DEFAULT_MODEL)))
-    return lambda p: len(encode_chat(tok, p.as_messages()))
+    cache: dict[PromptSpec, tuple[int, ...]] = {}
+
+    def ids(p: PromptSpec) -> tuple[int, ...]:
+        if p not in cache:
+            cache[p] = tuple(encode_chat(tok, p.as_messages()))
+        return cache[p]
+
+    return ids

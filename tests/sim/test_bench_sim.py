@@ -18,7 +18,7 @@ from adaserve.loadgen.extend import ExtendError, load_prior
 from adaserve.loadgen.records import read_jsonl
 from adaserve.loadgen.workload import prompt_set
 from adaserve.sim.bench import SimBackend
-from adaserve.sim.prompt_tokens import counter, estimate
+from adaserve.sim.prompt_tokens import estimate, tokenizer_ids
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
@@ -94,8 +94,16 @@ def test_a_paper_trace_at_each_rate(tmp_path, monkeypatch):
     (["--trace", "t.csv", "--experiment", "urgent"], "only --experiment rate"),
     (["--serve-args", "--model x"], "the simulator takes no --model"),
     (["--policies", "adaserve,nope"], "policy 'nope'"),
+    (["--acceptance", "REC"], "a replay recording is keyed on the prompts' token ids"),
 ])
 def test_refused_before_anything_runs(tmp_path, capsys, argv, message):
+    if "REC" in argv:  # any recording will do: what is refused is the estimated prompts
+        from adaserve.sim.replay import Recording
+
+        rec = Recording({}, [(1, 2)], [np.array([1, 2, 3, 4])], [np.zeros((2, 1), np.int64)],
+                        [np.zeros((2, 1), np.float32)])
+        rec.save(tmp_path / "rec.npz")
+        argv = [str(tmp_path / "rec.npz") if a == "REC" else a for a in argv]
     assert bench.main(_args(tmp_path / "out", *argv)) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -118,10 +126,10 @@ def test_a_simulated_sweep_extends_only_with_the_same_models(tmp_path, monkeypat
 
 
 def test_the_estimate_stays_near_the_tokenizer():
-    count = counter("tokenizer")
+    ids = tokenizer_ids()
     for kind, rel in (("long", 0.06), ("short", 0.3)):
         prompts = prompt_set(kind, 40, seed=9)
-        exact = np.array([count(p) for p in prompts])
+        exact = np.array([len(ids(p)) for p in prompts])
         guess = np.array([estimate(p) for p in prompts])
         assert np.all(np.abs(guess / exact - 1) <= rel), kind
 
@@ -145,3 +153,4 @@ def test_it_rebuilds_the_committed_sweeps_requests(tmp_path):
         (m.slo_class, m.prompt_tokens) for m in measured]
     assert [r.t for r in reqs] == pytest.approx([m.scheduled_s for m in measured])
     assert [r.slo_ms for r in reqs] == pytest.approx([m.slo_ms for m in measured])
+    assert all(len(r.prompt_ids) == r.prompt_tokens for r in reqs)  # what replay keys on

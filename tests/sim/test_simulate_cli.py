@@ -102,3 +102,14 @@ def test_a_trace_retimed_to_a_rate(trace):
     assert mean_rate(fast) == pytest.approx(10.0)
     assert [r.t for r in fast][:2] == pytest.approx([0.0, 0.1505 * 0.5 / 0.99])
     assert [r.slo_ms for r in fast] == [r.slo_ms for r in reqs]
+
+
+def test_a_replay_recording_is_refused_for_want_of_prompts(tmp_path, trace, capsys):
+    from adaserve.sim.replay import Recording
+
+    rec = Recording({}, [(1, 2)], [np.array([1, 2, 3, 4])], [np.zeros((2, 1), np.int64)],
+                    [np.zeros((2, 1), np.float32)])
+    rec.save(tmp_path / "rec.npz")
+    assert main(["simulate", "--trace", str(trace), "--acceptance",
+                 str(tmp_path / "rec.npz"), "--quiet"]) == 2
+    assert "adaserve bench --backend sim" in capsys.readouterr().err
