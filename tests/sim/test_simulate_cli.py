@@ -113,3 +113,22 @@ def test_a_replay_recording_is_refused_for_want_of_prompts(tmp_path, trace, caps
     assert main(["simulate", "--trace", str(trace), "--acceptance",
                  str(tmp_path / "rec.npz"), "--quiet"]) == 2
     assert "adaserve bench --backend sim" in capsys.readouterr().err
+
+
+def test_the_progress_bar_is_for_a_terminal_only(trace, monkeypatch):
+    import io
+    import sys
+
+    from adaserve.sim.run import shows_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert shows_progress(quiet=False) and not shows_progress(quiet=True)
+    assert main(["simulate", "--trace", str(trace), "--policies", "incremental"]) == 0
+    assert f"incremental s0:   0%|          | 0/{len(ROWS)}" in term.getvalue()  # a bar
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert not shows_progress(quiet=False)
