@@ -218,8 +218,8 @@ class EngineCore:
     def _observe_calibration(self, cands: CandidateBatch, selected: np.ndarray,
                              accepted: list[np.ndarray]) -> None:
         hit = np.zeros_like(selected)
-        for i, nodes in enumerate(accepted):
-            hit[i, nodes] = True
+        rows = np.repeat(np.arange(len(accepted)), [len(a) for a in accepted])
+        hit[rows, np.concatenate(accepted)] = True
         chosen = selected.copy()
         chosen[:, 0] = False  # the root is committed already, not a guess
         rows, cols = np.nonzero(chosen)

@@ -43,24 +43,33 @@ def walk(c: CandidateBatch, mask: np.ndarray, target_token: np.ndarray
     accepted iff it is selected, carries the target's token at its parent and its parent
     is accepted. Returns per request the accepted non-root nodes (root-down) and the new
     tokens (accepted tokens, then the target's bonus token)."""
-    n, width = mask.shape
-    safe_parent = np.maximum(c.parent, 0)
-    parent_says = np.take_along_axis(target_token, safe_parent, 1)  # [n, N]
-    match = mask & (c.token == parent_says) & (c.parent >= 0)
-    accepted = np.zeros((n, width), bool)
-    accepted[:, 0] = True
-    for d in range(1, int(c.depth.max()) + 1):  # parents first
-        layer = c.depth == d
-        accepted |= layer & match & np.take_along_axis(accepted, safe_parent, 1)
-    accepted[:, 0] = False
-    nodes, tokens = [], []
-    for i in range(n):
-        path = np.flatnonzero(accepted[i])
-        path = path[np.argsort(c.depth[i, path], kind="stable")]
-        last = int(path[-1]) if path.size else 0
-        nodes.append(path)
-        tokens.append(c.token[i, path].tolist() + [int(target_token[i, last])])
-    return nodes, tokens
+    n = mask.shape[0]
+    rows = np.arange(n)
+    # Siblings carry distinct tokens (a draft proposes a token once per node), so at most
+    # one child of an accepted node matches: the accepted nodes are one path per request,
+    # found a depth at a time for the whole batch, with no loop over requests.
+    says = target_token[rows[:, None], np.maximum(c.parent, 0)]  # [n, N] at each parent
+    match = mask & (c.token == says)  # the root's parent index -1 never equals a node
+    cur = np.zeros(n, np.int64)  # [n] deepest accepted node so far (the root first)
+    alive = np.ones(n, bool)  # [n] rows whose path may still grow
+    length = np.zeros(n, np.int64)
+    steps = []
+    while True:
+        child = match & (c.parent == cur[:, None])  # [n, N]
+        nxt = child.argmax(1)
+        alive &= child[rows, nxt]
+        if not alive.any():
+            break
+        cur = np.where(alive, nxt, cur)
+        length += alive
+        steps.append(cur)
+    path = np.stack(steps, 1) if steps else np.zeros((n, 0), np.int64)  # [n, D]
+    # accepted tokens then the bonus, which lands at column length[i]
+    tokens = np.concatenate([c.token[rows[:, None], path], np.zeros((n, 1), np.int64)], 1)
+    tokens[rows, length] = target_token[rows, cur]
+    lens = length.tolist()
+    return ([p[:k] for p, k in zip(path, lens)],
+            [t[:k + 1] for t, k in zip(tokens.tolist(), lens)])
 
 
 def load_acceptance(name_or_path: str | Path) -> AcceptanceModel:

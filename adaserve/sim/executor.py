@@ -87,10 +87,12 @@ class SimExecutor(Executor):
 
     def commit_draft(self, reqs: Sequence[Request], drafted: Drafted,
                      result: VerifyResult) -> None:
-        """The draft was fed every node above its last layer: those it keeps."""
+        """The draft was fed every node above its last layer: those it keeps. The walk
+        accepts one node per depth from 1 down, so a path of a nodes holds min(a, depth - 1)
+        of them."""
         depth = drafted.state[1]
-        for i, nodes in enumerate(result.accepted):
-            self.draft_len[i] += int((drafted.candidates.depth[i, nodes] < depth).sum())
+        accepted = np.fromiter(map(len, result.accepted), np.int64, len(reqs))
+        self.draft_len[:len(reqs)] += np.minimum(accepted, depth - 1)
 
     def swap_slots(self, a: int, b: int, len_a: int, len_b: int) -> None:
         self.draft_len[[a, b]] = self.draft_len[[b, a]]
