@@ -25,7 +25,7 @@ it acts only through each request's mean acceptance, which alignment also sets, 
 cannot fit both. top_k stays at 8: no tree of width <= 3 uses a child ranked past 3.
 
 Writes adaserve/sim/data/acceptance/synthetic-llama3.1-70b-1b.json and
-results/sim/acceptance-fit-llama70b.{md,json}; about 4 minutes on 2 cores.
+results/sim/acceptance-fit-llama70b.{md,json}; 1-2 minutes on 2 cores.
 
     python benchmarks/sim_fit_paper_acceptance.py [--requests 1000]
 """
