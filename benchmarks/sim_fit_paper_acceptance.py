@@ -206,11 +206,12 @@ def main() -> int:
     held_values = np.array([held[k].pooled("matched") for k in CHAINS])
     ada_low = [ada[r] for r in sorted(ada)[:3]]
     runtime = time.perf_counter() - t_start
+    command = shlex.join(["python", "benchmarks/sim_fit_paper_acceptance.py", *sys.argv[1:]])
 
     lines = [
         "# Synthetic acceptance for Llama-3.1-70B / Llama-3.2-1B, fitted to the paper's Fig. 12",
         "",
-        f"- command: `python benchmarks/sim_fit_paper_acceptance.py {shlex.join(sys.argv[1:])}`",
+        f"- command: `{command}`",
         f"- machine: {machine()}",
         f"- date: {dt.date.today().isoformat()}, commit {commit()}; run time {runtime:.0f} s",
         f"- data: `{args.kit}/acceptance/mean_accepted_tokens.csv` (Fig. 12, values read "
@@ -334,7 +335,7 @@ def main() -> int:
     if not args.no_write_model:
         (DATA / f"{NAME}.json").write_text(json.dumps(model_file, indent=2) + "\n")
     data = {
-        "command": f"python benchmarks/sim_fit_paper_acceptance.py {shlex.join(sys.argv[1:])}",
+        "command": command,
         "machine": machine(), "date": dt.date.today().isoformat(), "commit": commit(),
         "runtime_s": runtime, "requests": args.requests, "check_requests": args.check_requests,
         "paper": {"vllm_spec": spec, "adaserve": ada},
