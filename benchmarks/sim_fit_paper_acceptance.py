@@ -324,7 +324,7 @@ def main() -> int:
             "verified, gives " + ", ".join(
                 f"{lv.pooled('accepted') + 1:.2f}" for lv in trees.values())
             + " tokens per step (accepted + bonus) for depth 4..8; the paper's AdaServe "
-            f"gives {ada_low[0]:.2f}-{ada_low[-1]:.2f} at low RPS.",
+            f"gives {min(ada_low):.2f}-{max(ada_low):.2f} at RPS {min(ada)}-{sorted(ada)[2]}.",
             "The paper's chain numbers count positions past the first rejection. What a "
             "chain commits per step in the simulator (the walk, + bonus) is lower: "
             + ", ".join(f"k={k} {held[k].pooled('accepted') + 1:.2f}" for k in CHAINS) + ".",
