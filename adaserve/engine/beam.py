@@ -5,6 +5,10 @@ The real draft (draft.py) feeds it model log-probabilities; the simulator
 same trees: per request, layer 1 takes the root's best children; each later layer keeps
 the best paths out of (previous layer x vocabulary), or, for SpecInfer's fixed expansion,
 a fixed number of children per node.
+
+Both take torch tensors (the real draft: a top-k over a whole vocabulary) or numpy arrays
+(the synthetic model: a few thousand values per layer, where torch's per-call overhead
+was most of a simulated iteration's cost).
 """
 
 from __future__ import annotations
@@ -20,14 +24,16 @@ def layer_widths(plan: SpecPlan, n: int) -> list[int]:
     return [s // n for s in plan.layer_sizes(n)[1:]]
 
 
-def beam_step(path_lp: torch.Tensor, step_logp: torch.Tensor, k: int, expansion: bool
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def beam_step(path_lp: torch.Tensor | np.ndarray, step_logp: torch.Tensor | np.ndarray, k: int,
+              expansion: bool) -> tuple:
     """The next layer's k nodes per request.
 
     path_lp: [n, L] float64 log f of the previous layer; step_logp: [n, L, V] float64 next-
     token log-probabilities at each of its nodes. Returns local parent (index into the L
-    previous nodes), token index into V and log f, each [n, k].
+    previous nodes), token index into V and log f, each [n, k], of the inputs' kind.
     """
+    if isinstance(step_logp, np.ndarray):
+        return _beam_step_numpy(path_lp, step_logp, k, expansion)
     n, p_len, vocab = step_logp.shape
     path = path_lp[:, :, None] + step_logp  # [n, L, V]
     if not expansion:  # beam: the best k paths out of L * V
@@ -39,15 +45,33 @@ def beam_step(path_lp: torch.Tensor, step_logp: torch.Tensor, k: int, expansion:
     return local_parent, best.indices.reshape(n, k), best.values.reshape(n, k)
 
 
-class TreeArrays:
-    """n candidate trees of a plan's shape, filled layer by layer (root at node 0)."""
+def _beam_step_numpy(path_lp: np.ndarray, step_logp: np.ndarray, k: int, expansion: bool
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """beam_step on numpy arrays. The top-k itself is torch's, on a view of the same
+    memory, so equal paths are ordered exactly as for torch inputs (torch does not
+    specify that order, and the synthetic model's clipped probabilities do tie)."""
+    n, p_len, vocab = step_logp.shape
+    path = path_lp[:, :, None] + step_logp  # [n, L, V]
+    if not expansion:
+        best = torch.from_numpy(path.reshape(n, -1)).topk(k, dim=-1)
+        local_parent, token = np.divmod(best.indices.numpy(), vocab)
+        return local_parent, token, best.values.numpy()
+    e = k // p_len
+    best = torch.from_numpy(path).topk(e, dim=-1)  # [n, L, e]
+    local_parent = np.broadcast_to(np.repeat(np.arange(p_len), e), (n, k))
+    return local_parent, best.indices.numpy().reshape(n, k), best.values.numpy().reshape(n, k)
 
-    def __init__(self, n: int, widths: list[int]) -> None:
-        self.n_nodes = 1 + sum(widths)
-        self.token = torch.zeros(n, self.n_nodes, dtype=torch.int64)
-        self.log_prob = torch.zeros(n, self.n_nodes, dtype=torch.float64)
-        self.parent = torch.full((n, self.n_nodes), -1, dtype=torch.int64)
-        self.depth = torch.zeros(n, self.n_nodes, dtype=torch.int64)
+
+class TreeArrays:
+    """n candidate trees of a plan's shape, filled layer by layer (root at node 0), as
+    torch tensors or, with ``xp=numpy``, numpy arrays (whichever beam_step is fed)."""
+
+    def __init__(self, n: int, widths: list[int], xp=torch) -> None:
+        self.n_nodes, self.xp = 1 + sum(widths), xp
+        self.token = xp.zeros((n, self.n_nodes), dtype=xp.int64)
+        self.log_prob = xp.zeros((n, self.n_nodes), dtype=xp.float64)
+        self.parent = xp.full((n, self.n_nodes), -1, dtype=xp.int64)
+        self.depth = xp.zeros((n, self.n_nodes), dtype=xp.int64)
         self.prev = (0, 1)  # (offset, width) of the last layer added
 
     def add_layer(self, local_parent: torch.Tensor, token: torch.Tensor,
@@ -63,7 +87,9 @@ class TreeArrays:
         return self.prev
 
     def candidates(self, roots: list[int]) -> CandidateBatch:
-        self.token[:, 0] = torch.tensor(roots, dtype=torch.int64)
+        self.token[:, 0] = self.xp.asarray(roots, dtype=self.xp.int64)
         n = self.token.shape[0]
-        return CandidateBatch(self.parent.numpy(), self.token.numpy(), self.log_prob.numpy(),
-                              self.depth.numpy(), np.full(n, self.n_nodes, np.int64))
+        # np.asarray of a CPU tensor is a view, as .numpy() is
+        return CandidateBatch(np.asarray(self.parent), np.asarray(self.token),
+                              np.asarray(self.log_prob), np.asarray(self.depth),
+                              np.full(n, self.n_nodes, np.int64))

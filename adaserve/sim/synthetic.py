@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from adaserve.engine.beam import TreeArrays, beam_step, layer_widths
 from adaserve.engine.request import Request
@@ -40,8 +39,14 @@ _DRAFT_P, _TARGET_U, _ALIGN = 1, 2, 3  # keyed_uniform streams
 
 
 def _logit(p: np.ndarray | float) -> np.ndarray:
-    p = np.clip(p, _P_MIN, _P_MAX)
+    p = _clip(p)
     return np.log(p) - np.log1p(-p)
+
+
+def _clip(p: np.ndarray | float) -> np.ndarray:
+    # np.clip's values without its Python wrapper, which cost more than the arithmetic at
+    # these sizes
+    return np.minimum(np.maximum(p, _P_MIN), _P_MAX)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -91,17 +96,16 @@ class SyntheticAcceptance(AcceptanceModel):
     def _draft_logp(self, key: np.ndarray, align_logit: np.ndarray, ranks: int) -> np.ndarray:
         """[..., ranks] log q at nodes with keys [...] of requests with alignment logits."""
         pr = self.params
-        u = keyed_uniform(key.ravel(), np.full(key.size, _DRAFT_P)).reshape(key.shape)
-        p = _sigmoid(align_logit + pr.node_spread * _logit(u))
-        p = np.clip(p, _P_MIN, _P_MAX)[..., None]
+        u = keyed_uniform(key, np.array(_DRAFT_P))  # elementwise: any shape
+        p = _clip(_sigmoid(align_logit + pr.node_spread * _logit(u)))[..., None]
         return np.log(p) + np.arange(ranks) * np.log1p(-p)
 
     def _target_token(self, logq: np.ndarray, key: np.ndarray) -> np.ndarray:
         """[...] the target's choice: a child rank, or the rank count for a token outside."""
         t = np.exp(logq * self.params.miscalibration)  # [..., K] q_k ** gamma
         cum = np.minimum(np.cumsum(t, axis=-1), 1.0)  # capping t_k keeps the total <= 1
-        u = keyed_uniform(key.ravel(), np.full(key.size, _TARGET_U)).reshape(key.shape)
-        return (u[..., None] >= cum).sum(-1).astype(np.int64)
+        u = keyed_uniform(key, np.array(_TARGET_U))
+        return np.count_nonzero(u[..., None] >= cum, axis=-1).astype(np.int64)
 
     # ---- trees --------------------------------------------------------------------------
 
@@ -121,20 +125,21 @@ class SyntheticAcceptance(AcceptanceModel):
         # the draft ranks as many children as a layer may keep of one node (a beam of w
         # can take all w from the best node); ranks past top_k continue the geometric tail
         ranks = max(pr.top_k, *widths)
-        tree = TreeArrays(n, widths)
-        key = np.zeros((n, tree.n_nodes), np.uint64)
-        logq = np.zeros((n, tree.n_nodes, ranks))
+        # numpy arrays (beam_step's top-k alone is torch's, on a view): these hold a few
+        # thousand values, and torch's per-call overhead was most of the iteration's cost
+        tree = TreeArrays(n, widths, xp=np)
+        key = np.empty((n, tree.n_nodes), np.uint64)
+        logq = np.empty((n, tree.n_nodes, ranks))
         key[:, 0] = root_key
         logq[:, 0] = self._draft_logp(root_key, align, ranks)
         expansion = plan.expansion is not None
+        rows = np.arange(n)[:, None]
         for k in widths:
             p_off, p_len = tree.prev
             local_parent, tok, lp = beam_step(tree.log_prob[:, p_off:p_off + p_len],
-                                              torch.from_numpy(logq[:, p_off:p_off + p_len]),
-                                              k, expansion)
+                                              logq[:, p_off:p_off + p_len], k, expansion)
             off, width = tree.add_layer(local_parent, tok, lp)
-            par = tree.parent[:, off:off + width].numpy()
-            new_key = _child_key(np.take_along_axis(key, par, 1), tok.numpy())
+            new_key = _child_key(key[rows, tree.parent[:, off:off + width]], tok)
             key[:, off:off + width] = new_key
             logq[:, off:off + width] = self._draft_logp(new_key, align[:, None], ranks)
         cands = tree.candidates(roots)
