@@ -2,7 +2,7 @@
 
 Only published numbers exist for that pair: Fig. 12's mean accepted tokens per request per
 verification step (../shared/paper-scale/acceptance/mean_accepted_tokens.csv). The fit
-targets vLLM-Spec(k), chains of k = 4, 6, 8 draft tokens (3.37, 5.00, 6.61); AdaServe's
+targets vLLM-Spec(k), chains of k = 4, 6, 8 draft tokens (3.37, 5.00, 6.62); AdaServe's
 own curve (6.23 at RPS 2.6 down to 4.82) is a check, not a target.
 
 What the vLLM-Spec numbers count (docs/sim.md, "Acceptance models", has the evidence):
