@@ -58,17 +58,28 @@ class SamplingParams:
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S11, _S27, _S30, _S31 = np.uint64(11), np.uint64(27), np.uint64(30), np.uint64(31)
+
+
+def splitmix64(seed: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """splitmix64 of (seed, position), elementwise: uint64 and int64 arrays -> uint64."""
+    with np.errstate(over="ignore"):
+        x = seed.astype(np.uint64, copy=False) ^ (position.astype(np.uint64) * _GOLDEN)
+        # in place: the simulator calls this a few dozen times per iteration on small
+        # arrays, where each temporary costs as much as the arithmetic
+        x += _GOLDEN
+        x ^= x >> _S30
+        x *= _MIX1
+        x ^= x >> _S27
+        x *= _MIX2
+        x ^= x >> _S31
+    return x
 
 
 def keyed_uniform(seed: np.ndarray, position: np.ndarray) -> np.ndarray:
     """U[0, 1) from (seed, position) by splitmix64; [R] uint64 and [R] int64 -> [R] float64."""
-    with np.errstate(over="ignore"):
-        x = seed.astype(np.uint64) ^ (position.astype(np.uint64) * _GOLDEN)
-        x = x + _GOLDEN
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
-    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+    return (splitmix64(seed, position) >> _S11).astype(np.float64) * (1.0 / (1 << 53))
 
 
 @dataclass(frozen=True, slots=True)

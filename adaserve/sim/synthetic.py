@@ -30,12 +30,13 @@ import numpy as np
 
 from adaserve.engine.beam import TreeArrays, beam_step, layer_widths
 from adaserve.engine.request import Request
-from adaserve.engine.sampling import keyed_uniform
+from adaserve.engine.sampling import keyed_uniform, splitmix64
 from adaserve.scheduler import CandidateBatch, SpecPlan
 from adaserve.sim.acceptance import AcceptanceModel, SimTrees
 
 _P_MIN, _P_MAX = 1e-4, 1.0 - 1e-4
 _DRAFT_P, _TARGET_U, _ALIGN = 1, 2, 3  # keyed_uniform streams
+_S11 = np.uint64(11)
 
 
 def _logit(p: np.ndarray | float) -> np.ndarray:
@@ -54,7 +55,8 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _child_key(key: np.ndarray, token: np.ndarray) -> np.ndarray:
-    return (keyed_uniform(key, token + 17) * 2.0**53).astype(np.uint64)
+    # the top 53 bits: keyed_uniform's draw * 2^53, exactly, without the float round trip
+    return splitmix64(key, token + 17) >> _S11
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +116,7 @@ class SyntheticAcceptance(AcceptanceModel):
         seed = np.array([r.seed for r in reqs], dtype=np.uint64)
         u_req = keyed_uniform(seed, np.full(n, _ALIGN))
         align = _logit(pr.alignment) + pr.request_spread * _logit(u_req)  # [n]
-        root_key = (keyed_uniform(seed, np.array([len(r.tokens) for r in reqs])) * 2.0**53
-                    ).astype(np.uint64)
+        root_key = splitmix64(seed, np.array([len(r.tokens) for r in reqs])) >> _S11
         roots = [r.tokens[-1] for r in reqs]
         if not plan.speculates:
             logq = self._draft_logp(root_key[:, None], align[:, None], pr.top_k)
