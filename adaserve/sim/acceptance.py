@@ -36,6 +36,11 @@ class AcceptanceModel(ABC):
     def trees(self, reqs: Sequence[Request], plan: SpecPlan) -> SimTrees:
         """Candidate trees for the decoding requests (plan.depth 0: the roots alone)."""
 
+    def root_tokens(self, reqs: Sequence[Request]) -> np.ndarray:
+        """[n] int64 the target's token after each request's committed tokens: what an
+        iteration without a draft emits (the roots-alone trees' only verdict)."""
+        return self.trees(reqs, SpecPlan(depth=0, width=0)).target_token[:, 0]
+
 
 def walk(c: CandidateBatch, mask: np.ndarray, target_token: np.ndarray
          ) -> tuple[list[np.ndarray], list[list[int]]]:

@@ -15,6 +15,10 @@ from adaserve.sim.clock import VirtualClock
 from adaserve.sim.hardware import HardwareModel
 
 
+_NOTHING = np.zeros(0, np.int64)  # no accepted nodes (read only, shared)
+_NOTHING.flags.writeable = False
+
+
 class SimExecutor(Executor):
     """Advances ``clock`` by what each phase would cost on ``hardware``.
 
@@ -73,9 +77,12 @@ class SimExecutor(Executor):
 
     def verify(self, reqs: Sequence[Request], candidates: CandidateBatch, mask: np.ndarray,
                drafted: Drafted | None) -> VerifyResult:
-        trees: SimTrees = (self.acceptance.trees(reqs, SpecPlan(depth=0, width=0))
-                           if drafted is None else drafted.state[0])
-        accepted, new_tokens = walk(candidates, mask, trees.target_token)
+        if drafted is None:  # the roots alone: each emits the target's next token
+            accepted = [_NOTHING] * len(reqs)
+            new_tokens = [[t] for t in self.acceptance.root_tokens(reqs).tolist()]
+        else:
+            trees: SimTrees = drafted.state[0]
+            accepted, new_tokens = walk(candidates, mask, trees.target_token)
         verified = mask.sum(1).astype(np.int64)
         ctx, sizes = _context(reqs), verified.tolist()
         if self.hardware.fuses_prefill and self.prefilled is not None:

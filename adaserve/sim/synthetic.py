@@ -111,17 +111,25 @@ class SyntheticAcceptance(AcceptanceModel):
 
     # ---- trees --------------------------------------------------------------------------
 
-    def trees(self, reqs: Sequence[Request], plan: SpecPlan) -> SimTrees:
+    def _roots(self, reqs: Sequence[Request]) -> tuple[np.ndarray, np.ndarray]:
+        """[n] the requests' alignment logits and their roots' keys."""
         n, pr = len(reqs), self.params
         seed = np.array([r.seed for r in reqs], dtype=np.uint64)
         u_req = keyed_uniform(seed, np.full(n, _ALIGN))
         align = _logit(pr.alignment) + pr.request_spread * _logit(u_req)  # [n]
-        root_key = splitmix64(seed, np.array([len(r.tokens) for r in reqs])) >> _S11
+        return align, splitmix64(seed, np.array([len(r.tokens) for r in reqs])) >> _S11
+
+    def root_tokens(self, reqs: Sequence[Request]) -> np.ndarray:
+        align, root_key = self._roots(reqs)
+        logq = self._draft_logp(root_key, align, self.params.top_k)  # [n, top_k]
+        return self._target_token(logq, root_key)
+
+    def trees(self, reqs: Sequence[Request], plan: SpecPlan) -> SimTrees:
+        n, pr = len(reqs), self.params
         roots = [r.tokens[-1] for r in reqs]
         if not plan.speculates:
-            logq = self._draft_logp(root_key[:, None], align[:, None], pr.top_k)
-            return SimTrees(CandidateBatch.roots(roots),
-                            self._target_token(logq, root_key[:, None]))
+            return SimTrees(CandidateBatch.roots(roots), self.root_tokens(reqs)[:, None])
+        align, root_key = self._roots(reqs)
         widths = layer_widths(plan, n)
         # the draft ranks as many children as a layer may keep of one node (a beam of w
         # can take all w from the best node); ranks past top_k continue the geometric tail
