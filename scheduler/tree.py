@@ -156,7 +156,10 @@ def _validate(parent: np.ndarray, log_prob: np.ndarray, depth: np.ndarray,
     n, width = parent.shape
     if n == 0:
         return
-    if np.any(parent[:, 0] != -1) or np.any(depth[:, 0] != 0) or np.any(log_prob[:, 0] != 0):
+    # (ndarray methods and plain indexing rather than np.any and np.take_along_axis: every
+    # candidate batch is checked, once per engine iteration, and their Python wrappers
+    # cost more than the checks at these sizes)
+    if (parent[:, 0] != -1).any() or depth[:, 0].any() or log_prob[:, 0].any():
         raise ValueError("node 0 must be the root: parent -1, depth 0, log_prob 0")
     if np.isnan(log_prob).any():
         raise ValueError("log_prob contains NaN")
@@ -165,11 +168,12 @@ def _validate(parent: np.ndarray, log_prob: np.ndarray, depth: np.ndarray,
     cols = np.arange(1, width)[None, :]
     real = cols < size[:, None]  # [n, N-1]
     par = parent[:, 1:]
-    if np.any(real & ((par < 0) | (par >= cols))):
+    if (real & ((par < 0) | (par >= cols))).any():
         bad = np.argwhere(real & ((par < 0) | (par >= cols)))[0]
         raise ValueError(f"tree {bad[0]} node {bad[1] + 1}: parent must precede the node")
+    rows = np.arange(n)[:, None]
     safe = np.where(real, par, 0)
-    if np.any(real & (depth[:, 1:] != np.take_along_axis(depth, safe, 1) + 1)):
+    if (real & (depth[:, 1:] != depth[rows, safe] + 1)).any():
         raise ValueError("depth must be parent's depth + 1")
-    if np.any(real & (log_prob[:, 1:] > np.take_along_axis(log_prob, safe, 1))):
+    if (real & (log_prob[:, 1:] > log_prob[rows, safe])).any():
         raise ValueError("path probability must not increase from parent to child")
