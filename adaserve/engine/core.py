@@ -297,16 +297,16 @@ class EngineCore:
     def _emit(self, r: Request, new: list[int], now: float) -> Output:
         """Append the iteration's tokens, apply EOS / max_tokens / stop strings."""
         p = r.params
-        added: list[int] = []
-        reason = None
-        for t in new:
-            if t in self.executor.eos_ids and not p.ignore_eos:
-                reason = "stop"
-                break
-            added.append(t)
-            if len(r.tokens) - r.n_prompt + len(added) >= p.max_tokens:
-                reason = "length"
-                break
+        # at most `room` more tokens (the first is always taken), cut at the first EOS
+        room = max(1, p.max_tokens - (len(r.tokens) - len(r.prompt_ids)))
+        added = new[:room]
+        reason = "length" if len(added) == room else None
+        eos = self.executor.eos_ids
+        if eos and not p.ignore_eos:
+            for j, t in enumerate(added):
+                if t in eos:
+                    added, reason = added[:j], "stop"
+                    break
         r.tokens.extend(added)
         if added:
             r.t_first = r.t_first or now
