@@ -57,9 +57,10 @@ class SamplingParams:
         return self.temperature == 0
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-_S11, _S27, _S30, _S31 = np.uint64(11), np.uint64(27), np.uint64(30), np.uint64(31)
+# 0-d arrays rather than np.uint64 scalars: numpy takes the array operand's fast path
+_GOLDEN = np.array(0x9E3779B97F4A7C15, np.uint64)
+_MIX1, _MIX2 = np.array(0xBF58476D1CE4E5B9, np.uint64), np.array(0x94D049BB133111EB, np.uint64)
+_S11, _S27, _S30, _S31 = (np.array(s, np.uint64) for s in (11, 27, 30, 31))
 
 
 def splitmix64(seed: np.ndarray, position: np.ndarray) -> np.ndarray:

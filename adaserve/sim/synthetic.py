@@ -36,7 +36,7 @@ from adaserve.sim.acceptance import AcceptanceModel, SimTrees
 
 _P_MIN, _P_MAX = 1e-4, 1.0 - 1e-4
 _DRAFT_P, _TARGET_U, _ALIGN = 1, 2, 3  # keyed_uniform streams
-_S11 = np.uint64(11)
+_S11 = np.array(11, np.uint64)  # a 0-d array: numpy's fast path, unlike a np.uint64
 
 
 def _logit(p: np.ndarray | float) -> np.ndarray:
