@@ -105,6 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
     _sim_args(simulate)
     simulate.set_defaults(func=_simulate)
 
+    sim = sub.add_parser("sim", help="simulator tools: `adaserve sim record` records the real "
+                                     "pair for replay acceptance")
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+    rec = sim_sub.add_parser("record", help="the real pair over the load generator's prompts: "
+                                            "the target's greedy continuation and the draft's "
+                                            "top-K guesses at every position (.npz)",
+                             formatter_class=_HelpFormatter)
+    _model_args(rec)
+    from adaserve.sim.record_cli import add_args as _record_args
+    _record_args(rec)
+    rec.set_defaults(func=_sim_record)
+
     sgl = sub.add_parser("sglang", help="the SGLang plugin: `adaserve sglang check` checks the "
                                         "installed sglang against it")
     sgl.add_argument("action", choices=["check"],
@@ -156,6 +168,12 @@ def _simulate(args: argparse.Namespace) -> int:
     from adaserve.sim.cli import main as simulate_main
 
     return simulate_main(args)
+
+
+def _sim_record(args: argparse.Namespace) -> int:
+    from adaserve.sim.record_cli import main as record_main
+
+    return record_main(args)
 
 
 def _loadgen(args: argparse.Namespace) -> int:
