@@ -65,16 +65,17 @@ _S11, _S27, _S30, _S31 = (np.array(s, np.uint64) for s in (11, 27, 30, 31))
 
 def splitmix64(seed: np.ndarray, position: np.ndarray) -> np.ndarray:
     """splitmix64 of (seed, position), elementwise: uint64 and int64 arrays -> uint64."""
-    with np.errstate(over="ignore"):
-        x = seed.astype(np.uint64, copy=False) ^ (position.astype(np.uint64) * _GOLDEN)
-        # in place: the simulator calls this a few dozen times per iteration on small
-        # arrays, where each temporary costs as much as the arithmetic
-        x += _GOLDEN
-        x ^= x >> _S30
-        x *= _MIX1
-        x ^= x >> _S27
-        x *= _MIX2
-        x ^= x >> _S31
+    # uint64 ufuncs on arrays wrap around silently (only numpy's scalar arithmetic warns),
+    # so x is kept an array, 0-d included, and needs no errstate. In place: the simulator
+    # calls this a few dozen times per iteration on small arrays, where each temporary
+    # and each context manager costs as much as the arithmetic.
+    x = np.asarray(seed.astype(np.uint64, copy=False) ^ (position.astype(np.uint64) * _GOLDEN))
+    x += _GOLDEN
+    x ^= x >> _S30
+    x *= _MIX1
+    x ^= x >> _S27
+    x *= _MIX2
+    x ^= x >> _S31
     return x
 
 
