@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -100,7 +101,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", default=TRACE)
     p.add_argument("--hardware", default="llama3.1-70b-a100-tp4")
-    p.add_argument("--acceptance", default="synthetic-cpu-pair")
+    # the paper's Llama-3.2-1B -> 70B pair: the trace and the hardware are its set-up too
+    p.add_argument("--acceptance", default="synthetic-llama3.1-70b-1b")
     p.add_argument("--policies", default="adaserve,global-greedy,equal-greedy,specinfer,"
                                          "turbospec,incremental")
     p.add_argument("--repeats", type=int, default=3)
@@ -110,12 +112,14 @@ def main() -> int:
     p.add_argument("--figure-systems", default=FIGURE_SYSTEMS)
     args = p.parse_args()
     torch.set_num_threads(1)  # the simulator's tensors are small: one thread, no spinning
+    load = os.getloadavg()[0]  # anything else running shows here, before our own runs
     hw = HardwareModel.load(args.hardware)
     reqs = read_paper_trace(args.trace, hw.baseline_latency_ms, args.limit)
     table, runs = policy_table(args, hw, reqs)
     lines = ["# Simulator speed", "",
              f"- command: `python benchmarks/sim_speed.py {' '.join(sys.argv[1:])}`",
-             f"- machine: {machine()}, torch {torch.__version__}, 1 thread",
+             f"- machine: {machine()}, torch {torch.__version__}, 1 thread; load average "
+             f"{load:.2f} at the start",
              f"- date: {dt.date.today()}, commit {commit()}",
              f"- trace `{Path(args.trace).name}` ({len(reqs)} requests), hardware "
              f"`{hw.name}`, acceptance `{args.acceptance}`, batch up to 64, prefill chunk 512",
