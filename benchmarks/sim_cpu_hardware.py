@@ -2,10 +2,11 @@
 
 Two models, both written as data files into adaserve/sim/data/hardware/:
 
-- ``cpu-smollm2-135m``: each forward as `adaserve profile` measured it, the engine alone on
-  a quiet machine. A table over batch tokens (the profile's own grid) plus one context
-  term shared by all rows, least squares over every sample: a linear T(N) misses the
-  small-N end by ~17 ms (the fit says 61 ms for one token; the profile measured 43 ms).
+- ``cpu-smollm2-135m-table``: each forward as `adaserve profile` measured it, the engine
+  alone on a quiet machine. A table over batch tokens (the profile's own grid) plus one
+  context term shared by all rows, least squares over every sample. The shipped
+  ``cpu-smollm2-135m`` is the profile's linear T = alpha*N_ctx + gamma*N + delta, which
+  misses the small-N end by ~17 ms (61 ms for one token, where the profile measured 43).
 - ``cpu-smollm2-135m-served``: the same forwards as the served engine takes them, from the
   iteration logs of a bench sweep (`adaserve serve --iteration-log`). Two numbers are
   fitted, on one policy's iterations only (``--fit-policy``, default incremental: it
@@ -66,11 +67,14 @@ def profile_model(profile: dict, name: str, source: str) -> dict:
         "budget": int(profile["budget"]),
         "baseline_latency_ms": float(profile["baseline_latency_s"]) * 1e3,
         "iteration_overhead_ms": 0.0, "pads_rows": True,
+        # the embedded engine runs an iteration's prefill and verify as two forwards
+        "fuses_prefill": False,
         "fit": {"target_r2": target["r2"], "draft_r2": draft["r2"]},
         "notes": [
             "Forwards of the engine alone, measured by `adaserve profile` on a quiet machine; "
             "no host time. The served engine's iterations take longer: "
-            "cpu-smollm2-135m-served adds what the served process measured.",
+            "cpu-smollm2-135m-served adds what the served process measured. The prefill "
+            "forwards are priced over a whole chunk of tokens as one request's.",
             "Refit: python benchmarks/sim_cpu_hardware.py"],
     }
 
@@ -122,8 +126,8 @@ def scaled(model: dict, factor: float, host_s: float, name: str, source: str) ->
     out.update(name=name, source=source, iteration_overhead_ms=round(host_s * 1e3, 3),
                fit={**out["fit"], "forward_factor": round(factor, 4)})
     out["notes"] = [
-        f"Every forward of cpu-smollm2-135m x {factor:.3f}, plus {host_s * 1e3:.1f} ms of host "
-        "time per decoding iteration: fitted to the served engine's own iteration logs "
+        f"Every forward of cpu-smollm2-135m-table x {factor:.3f}, plus {host_s * 1e3:.1f} ms "
+        "of host time per decoding iteration: fitted to the served engine's own iteration logs "
         "(`adaserve serve --iteration-log`) while it served a bench sweep beside its load "
         "generator on the same 2 cores.", "Refit: python benchmarks/sim_cpu_hardware.py"]
     return out
@@ -132,7 +136,7 @@ def scaled(model: dict, factor: float, host_s: float, name: str, source: str) ->
 def residuals(hw: HardwareModel, logs: dict[str, list[dict]]) -> list[dict]:
     out = []
     for policy, its in logs.items():
-        drafts = policy != "incremental" and hw.budget > 1
+        drafts = policy != "incremental"  # the sweeps run B = 4: every other policy drafts
         pred = np.array([iteration_s(hw, it, drafts) for it in its])
         meas = np.array([it["seconds"] for it in its])
         ratio = pred / meas
@@ -157,7 +161,7 @@ def main() -> int:
     args = p.parse_args()
     sweeps = args.sweep or [RESULTS / "rate", RESULTS / "urgent"]
     profile = json.loads(args.profile.read_text())
-    base = profile_model(profile, "cpu-smollm2-135m",
+    base = profile_model(profile, "cpu-smollm2-135m-table",
                          f"`adaserve profile` on the dev machine, {profile['date']}: a table "
                          "per batch tokens and one context term, least squares over the "
                          "profile's samples (benchmarks/sim_cpu_hardware.py)")
@@ -166,7 +170,7 @@ def main() -> int:
     logs = read_logs(sweeps)
     factor, host = fit_served(base_hw, logs, args.fit_policy)
     served = scaled(base, factor, host, "cpu-smollm2-135m-served",
-                    f"cpu-smollm2-135m fitted to the served engine's iteration logs of "
+                    f"cpu-smollm2-135m-table fitted to the served engine's iteration logs of "
                     f"{', '.join(str(s) for s in sweeps)} ({args.fit_policy}'s iterations), "
                     f"{dt.date.today()}")
     served_hw = HardwareModel.from_dict(served)
@@ -179,7 +183,7 @@ def main() -> int:
         f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
         f"- profile: `{args.profile.name}` of {profile['date']}; sweeps: "
         f"{', '.join(str(s) for s in sweeps)}", "",
-        "## The engine alone (cpu-smollm2-135m)", "",
+        "## The engine alone (cpu-smollm2-135m-table)", "",
         f"Table fit to the profile's samples: target R^2 {base['fit']['target_r2']}, draft "
         f"R^2 {base['fit']['draft_r2']}; context term "
         f"{base['target']['attention_ms_per_1k_context']} ms (target) and "

@@ -121,7 +121,8 @@ def errors(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     return tp, att
 
 
-def page(rows: list[dict], args: argparse.Namespace, hw: HardwareModel) -> str:
+def page(rows: list[dict], args: argparse.Namespace, hw: HardwareModel,
+         acceptance: AcceptanceModel) -> str:
     f = lambda x, d=1: "–" if x is None else f"{x:.{d}f}"  # noqa: E731
     kind = "replay" if args.recording is not None else "synthetic"
     lines = [f"# Simulator vs measured CPU sweeps ({kind} acceptance): {args.name}", "",
@@ -255,7 +256,7 @@ def main() -> int:
     acceptance = load_acceptance(args.acceptance)
     rows = [row for exp in experiments for row in
             run_experiment(exp, hw, acceptance, tokenizer)]
-    text = page(rows, args, hw)
+    text = page(rows, args, hw, acceptance)
     print(text)
     out = RESULTS / "sim"
     out.mkdir(parents=True, exist_ok=True)
