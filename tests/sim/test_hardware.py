@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import pytest
 
 from adaserve.scheduler import LatencyModel
 from adaserve.sim import HardwareModel, TableCost, available, linear_fit
+
+KIT_LATENCY = Path(__file__).resolve().parents[3] / "shared" / "paper-scale" / "latency"
+VIDUR = [n for n in available() if n.startswith("vidur-")]
 
 
 def test_shipped_models_load_and_name_their_sources():
@@ -67,3 +73,44 @@ def test_bad_tables_are_refused():
         TableCost((1, 1), (2.0, 3.0))
     with pytest.raises(ValueError, match="no hardware model"):
         HardwareModel.load("no-such-gpu")
+
+
+def test_the_paper_scale_models_are_shipped():
+    assert len(VIDUR) == 24  # every (model, GPU, TP) Vidur profiles, per the kit README
+    qwen = HardwareModel.load("qwen2.5-32b-a100-tp2")
+    assert (qwen.tp, qwen.budget, qwen.baseline_latency_ms) == (2, 156, 28.0)
+    assert qwen.verify_s(0, [1]) == pytest.approx(0.028)  # the baseline as the 1-token row
+    assert qwen.verify_s(0, [1024]) == pytest.approx(0.188)
+    assert qwen.fuses_prefill and not qwen.pads_rows and qwen.draft is None
+
+
+@pytest.mark.skipif(not KIT_LATENCY.is_dir(), reason="no paper-scale kit")
+@pytest.mark.parametrize("name", VIDUR)
+def test_a_vidur_table_is_its_csvs_total(name):
+    *model, gpu, tp = name.split("-")[1:]  # vidur-<model>-<gpu>-tp<k>
+    with (KIT_LATENCY / f"vidur_{'-'.join(model)}_{gpu}_{tp}.csv").open() as f:
+        total = {int(r["num_tokens"]): float(r["total_ms"]) for r in csv.DictReader(f)}
+    hw = HardwareModel.load(name)
+    for n in (1, 8, 512, 2048):
+        assert hw.verify_s(0, [n]) == pytest.approx(total[n] / 1e3)
+    assert hw.tp == int(tp.removeprefix("tp"))
+    assert hw.budget == {"a100": 156, "h100": 582}[gpu]  # the paper's Table 1
+
+
+def test_attention_terms_are_the_kv_read_at_peak_bandwidth():
+    # kit README: ms per 1,000 cached tokens = 1e3 x (2 x layers x kv_heads x head_dim x 2 B)
+    # / TP / BW x 1e3; the files keep the README table's 3 significant figures
+    cases = {"vidur-llama2-7b-a100-tp1": (2 * 32 * 32 * 128 * 2 / 1 / 2.039e12 * 1e6, 0.257),
+             "vidur-llama2-70b-h100-tp8": (2 * 80 * 8 * 128 * 2 / 8 / 3.35e12 * 1e6, 0.0122)}
+    for name, (formula, readme_table) in cases.items():
+        hw = HardwareModel.load(name)
+        assert hw.target.attention_ms_per_1k_context == float(f"{formula:.3g}") == readme_table
+        assert hw.verify_s(10_000, [1]) - hw.verify_s(0, [1]) == pytest.approx(
+            10 * readme_table / 1e3)
+
+
+def test_budgets_lie_within_the_tables():
+    for name in available():
+        hw = HardwareModel.load(name)
+        if isinstance(hw.target, TableCost):
+            assert hw.target.tokens[0] <= hw.budget <= hw.target.tokens[-1], name
