@@ -110,6 +110,8 @@ def main() -> int:
         "(accepted + the bonus token). The paper's vLLM-Spec values count accepted draft "
         "positions also past the first rejection (acceptance-fit-llama70b.md), so they are "
         "not the same quantity as a committed count.", ""])
+    # the page names paths as a user in the repository would type them
+    text = text.replace(str(out), "results/sim/fig8-rps3.0").replace(str(PAPER), "../shared/paper-scale")
     print(text)
     (RESULTS / "sim" / "fig8-rps3.0.md").write_text(text)
     (RESULTS / "sim" / "fig8-rps3.0.json").write_text(json.dumps(
