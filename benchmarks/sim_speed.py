@@ -113,6 +113,7 @@ def main() -> int:
     args = p.parse_args()
     torch.set_num_threads(1)  # the simulator's tensors are small: one thread, no spinning
     load = os.getloadavg()[0]  # anything else running shows here, before our own runs
+    head = commit()  # the code this run imports (others may commit while it runs)
     hw = HardwareModel.load(args.hardware)
     reqs = read_paper_trace(args.trace, hw.baseline_latency_ms, args.limit)
     table, runs = policy_table(args, hw, reqs)
@@ -120,7 +121,7 @@ def main() -> int:
              f"- command: `python benchmarks/sim_speed.py {' '.join(sys.argv[1:])}`",
              f"- machine: {machine()}, torch {torch.__version__}, 1 thread; load average "
              f"{load:.2f} at the start",
-             f"- date: {dt.date.today()}, commit {commit()}",
+             f"- date: {dt.date.today()}, commit {head}",
              f"- trace `{Path(args.trace).name}` ({len(reqs)} requests), hardware "
              f"`{hw.name}`, acceptance `{args.acceptance}`, batch up to 64, prefill chunk 512",
              "", *table]
