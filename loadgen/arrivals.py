@@ -2,8 +2,9 @@
 
 Requests go out at their scheduled times whatever is still outstanding, so a slow server
 cannot slow the offered load down (no coordinated omission). Poisson at a rate, bursty
-(gamma inter-arrival times with a coefficient of variation > 1), or replayed from a trace
-in the Azure LLM inference trace schema (TIMESTAMP, ContextTokens, GeneratedTokens).
+(gamma inter-arrival times with a coefficient of variation > 1), replayed from a trace in
+the Azure LLM inference trace schema (TIMESTAMP, ContextTokens, GeneratedTokens), or from a
+paper trace (loadgen.paper_trace), which also gives each request's prompt length and SLO.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from adaserve.loadgen.workload import ClassMix, PromptSpec, prompt_set
+from adaserve.loadgen import paper_trace
+from adaserve.loadgen.workload import ClassMix, PromptSpec, prompt_set, sized_prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,19 @@ class Arrival:
     slo_class: str
     prompt: PromptSpec
     max_tokens: int
+    slo_ms: float | None = None  # its own TPOT SLO (a paper trace's), sent as X-SLO-TPOT-MS
+    ignore_eos: bool = False  # run to max_tokens (a paper trace fixes the output length)
+
+    def request(self) -> tuple[dict, dict]:
+        """The streaming chat request's body and headers: the SLO is the request's own
+        milliseconds if it has them, else its class."""
+        body = {"messages": self.prompt.as_messages(), "max_tokens": self.max_tokens,
+                "stream": True, "temperature": 0, "stream_options": {"include_usage": True}}
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        headers = ({"X-SLO-TPOT-MS": repr(self.slo_ms)} if self.slo_ms is not None
+                   else {"X-SLO-Class": self.slo_class})
+        return body, headers
 
 
 def poisson_times(rate: float, n: int, seed: int = 0) -> np.ndarray:
@@ -131,9 +146,35 @@ def schedule(times: np.ndarray, mix: ClassMix, prompts: list[PromptSpec], seed: 
     return out
 
 
-def build_plan(opts) -> list[Arrival]:
+def paper_plan(path: Path | str, requests: int, rate: float, baseline_ms: float | None,
+               time_scale: float = 1.0, max_tokens: int = 0) -> list[Arrival]:
+    """A paper trace's first ``requests`` rows as the simulator serves them
+    (adaserve.sim.workload.read_paper_trace, at_rate): the gaps scaled to the mean ``rate``
+    (0: the trace's own times x ``time_scale``), classes as it names them, prompts of about
+    input_length tokens (sized_prompt), max_tokens = output_length (``max_tokens`` > 0
+    instead) run to the end (ignore_eos), the TPOT SLO in ms (slo_ratio > 0: x
+    ``baseline_ms``)."""
+    rows = paper_trace.read_rows(path, limit=requests)
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    if baseline_ms is None and any(r.slo_ratio > 0 for r in rows):
+        raise ValueError(f"{path}: slo_ratio > 0 is a multiple of the baseline latency: "
+                         "give --baseline-ms or a server whose /server_info has it")
+    times = (paper_trace.at_rate([r.t for r in rows], rate) if rate > 0
+             else [(r.t - min(x.t for x in rows)) * time_scale for r in rows])
+    return [Arrival(i, t, r.slo_class, sized_prompt(r.input_length, r.output_length, seed=i),
+                    max_tokens or r.output_length, r.slo_ms(baseline_ms or 0.0), True)
+            for i, (t, r) in enumerate(zip(times, rows))]
+
+
+def build_plan(opts, baseline_ms: float | None = None) -> list[Arrival]:
     """The run's arrivals from the loadgen's options (the locustfile sends them; the
-    simulator replays a measured run from them)."""
+    simulator replays a measured run from them). ``baseline_ms``: the server's, for a paper
+    trace's relative SLOs when the options give none."""
+    if opts.arrival == "paper":
+        base = opts.baseline_ms if opts.baseline_ms > 0 else baseline_ms
+        return paper_plan(opts.trace, opts.requests, opts.rate, base, opts.time_scale,
+                          opts.max_tokens)
     mix = ClassMix.parse(opts.mix)
     if opts.urgent >= 0:
         mix = mix.with_urgent(opts.urgent)

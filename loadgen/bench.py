@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -48,6 +49,10 @@ experiments:
   slo-scale  attainment against the urgent SLO as a multiple of the baseline latency
              (--scales) at --rate
 
+With --trace FILE (a paper trace), the requests are its first --requests rows, their
+prompt and output lengths and SLOs, the gaps scaled to each --rates rate; the servers get a
+--max-context that fits them.
+
 With --backend sim, no server starts: every run goes through the simulator (the engine's
 scheduling loop on a hardware latency model and an acceptance model; docs/sim.md) and the
 result pages are the same.
@@ -75,8 +80,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", type=Path, default=None,
                    help="a paper trace (emission_time_ms,input_length,output_length,slo_ratio) "
                         "instead of generated arrivals: its first --requests rows, classes and "
-                        "lengths, the gaps scaled to each --rates rate (rate experiment, "
-                        "--backend sim only; default: none)")
+                        "lengths, the gaps scaled to each --rates rate (rate experiment; "
+                        "default: none)")
     p.add_argument("--mix", default=DEFAULT_MIX, help="SLO class weights, name=weight,...")
     add_mix_draw_args(p.add_mutually_exclusive_group(), None, notes={
         "exact": " (the default; with --extend, the default is the sweep's own)"})
@@ -160,8 +165,12 @@ def warm(server: ServeProcess) -> None:
 
 
 def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path) -> dict:
+    # a paper trace: its rows at the point's mean rate, relative SLOs on the server's baseline
+    arrival = (["--arrival", "paper", "--trace", str(args.trace), "--baseline-ms",
+                repr(server.info["baseline_latency_ms"])] if args.trace is not None
+               else ["--arrival", args.arrival])
     cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", server.url,
-           "--rate", str(point.rate), "--arrival", args.arrival, "--cv", str(args.cv),
+           "--rate", str(point.rate), *arrival, "--cv", str(args.cv),
            "--requests", str(args.requests), "--mix", args.mix,
            "--urgent", str(point.urgent), "--prompts", args.prompts, "--max-tokens",
            str(args.max_tokens), "--seed", str(seed), "--ttft-slo-ms", str(args.ttft_slo_ms),
@@ -186,6 +195,7 @@ def main(args: argparse.Namespace) -> int:
     pts = points(args)
     try:
         sim = _sim_backend(args, policies)
+        serve_args = args.serve_args if sim is not None else _serve_args(args)
     except (ValueError, OSError) as e:
         print(f"adaserve bench: error: {e}", file=sys.stderr)
         return 2
@@ -231,7 +241,7 @@ def main(args: argparse.Namespace) -> int:
                 # what each iteration ran and took, beside the server log (the simulator's
                 # validation reads it)
                 server = start_server(policy, group[0].urgent_scale,
-                                      f"{args.serve_args or ''} --iteration-log "
+                                      f"{serve_args} --iteration-log "
                                       f"{shlex.quote(str(log.with_suffix('.iterations.jsonl')))}",
                                       log, baseline)
             baseline = server.info["baseline_latency_ms"]
@@ -265,10 +275,6 @@ def _sim_backend(args: argparse.Namespace, policies: list[str]):
     """The simulator's backend with --backend sim, else None; ValueError for a command
     neither backend can run."""
     if args.trace is not None:
-        if args.backend != "sim":
-            raise ValueError("--trace runs on the simulator only (--backend sim): `adaserve "
-                             "loadgen` cannot yet send a paper trace's prompt lengths and "
-                             "per-request SLOs")
         if args.experiment != "rate":
             raise ValueError("--trace fixes the classes and their SLOs: only --experiment rate "
                              "(the trace at each rate) can vary it")
@@ -279,3 +285,33 @@ def _sim_backend(args: argparse.Namespace, policies: list[str]):
     from adaserve.sim.bench import SimBackend
 
     return SimBackend.from_args(args, policies)
+
+
+def _serve_args(args: argparse.Namespace) -> str:
+    """--serve-args for the servers; with --trace, a --max-context that fits the trace's
+    longest request (prompt + output, the prompt with 10% + 32 tokens to spare for its
+    words-to-tokens estimate, rounded up to 64) when the default would not. ValueError
+    when --serve-args sets a smaller one."""
+    extra = args.serve_args or ""
+    if args.trace is None:
+        return extra
+    from adaserve.loadgen.paper_trace import read_rows
+    from adaserve.server.options import add_args as add_serve_args
+
+    rows = read_rows(args.trace, limit=args.requests)
+    if not rows:
+        raise ValueError(f"{args.trace}: no rows")
+    need = max(math.ceil(1.1 * r.input_length) + 32 + r.output_length for r in rows)
+    need = 64 * math.ceil(need / 64)
+    p = argparse.ArgumentParser(add_help=False)
+    add_serve_args(p)
+    default = p.get_default("max_context")
+    p.set_defaults(max_context=None)
+    given = p.parse_known_args(shlex.split(extra))[0].max_context
+    if given is not None and given < need:
+        raise ValueError(f"--serve-args sets --max-context {given}, and the trace's first "
+                         f"{args.requests} requests need up to {need} tokens (prompt + "
+                         "output, with room for the prompt estimate): raise it or drop it")
+    if given is None and need > default:
+        extra = f"{extra} --max-context {need}"
+    return extra

@@ -1,10 +1,10 @@
 """Mixed-SLO traffic for any server with AdaServe's HTTP contract (the embedded server, or
 SGLang with the plugin), over the OpenAI streaming chat API, the SLO sent as a header.
 
-Open loop: one dispatcher user fixes every send time before the run (Poisson, gamma or a
-trace) and starts each request at its time in its own greenlet, whatever is outstanding,
-so a slow server cannot thin the offered load (no coordinated omission). Each request's
-scheduled and actual send times, TTFT, TPOT, tokens and SLO are recorded from its stream
+Open loop: one dispatcher user fixes every send time before the run (Poisson, gamma, an
+Azure trace or a paper trace, whose requests carry their own SLOs) and starts each request
+at its time in its own greenlet, whatever is outstanding, so a slow server cannot thin the
+offered load (no coordinated omission). Each request's scheduled and actual send times, TTFT, TPOT, tokens and SLO are recorded from its stream
 (JSONL at --records) and reported to Locust per class ("stream [urgent]", "TTFT [urgent]",
 "TPOT [urgent]").
 
@@ -47,8 +47,10 @@ class SLOTraffic(HttpUser):
 
     def on_start(self) -> None:
         opts = self.environment.parsed_options
-        self.plan = build_plan(opts)
-        self.slo_ms = _class_slos(self.host, opts.class_tpot_ms)
+        info = _Info(self.host)
+        paper = opts.arrival == "paper" and opts.baseline_ms <= 0
+        self.plan = build_plan(opts, info.baseline_ms() if paper else None)
+        self.slo_ms = _class_slos(info, opts.class_tpot_ms)
         self.records: list[Record] = []
         self.session = requests.Session()
 
@@ -87,14 +89,14 @@ class SLOTraffic(HttpUser):
     def _send(self, a: Arrival, t0: float) -> None:
         # spawn_later may wake this greenlet early; the request must not go before its time
         now = wait_until(a.t, lambda: time.monotonic() - t0, gevent.sleep)
-        rec = Record(a.index, a.slo_class, self.slo_ms.get(a.slo_class), a.t, now)
+        slo = a.slo_ms if a.slo_ms is not None else self.slo_ms.get(a.slo_class)
+        rec = Record(a.index, a.slo_class, slo, a.t, now)
         self.records.append(rec)
-        body = {"messages": a.prompt.as_messages(), "max_tokens": a.max_tokens, "stream": True,
-                "temperature": 0, "stream_options": {"include_usage": True}}
+        body, headers = a.request()
         exc = None
         try:
             with self.session.post(f"{self.host}/v1/chat/completions", json=body, stream=True,
-                                   headers={"X-SLO-Class": a.slo_class}, timeout=600) as r:
+                                   headers=headers, timeout=600) as r:
                 if r.status_code == 503:
                     rec.status = "rejected"
                 elif r.status_code != 200:
@@ -150,7 +152,22 @@ def _read_stream(r, rec: Record, t0: float) -> None:
         rec.status, rec.error = "error", "the stream ended without [DONE]"
 
 
-def _class_slos(host: str, spec: str) -> dict[str, float | None]:
+class _Info:
+    """The server's /server_info, fetched once when first needed."""
+
+    def __init__(self, host: str) -> None:
+        self.host, self._info = host, None
+
+    def get(self) -> dict:
+        if self._info is None:
+            self._info = requests.get(f"{self.host}/server_info", timeout=30).json()
+        return self._info
+
+    def baseline_ms(self) -> float | None:
+        return self.get().get("baseline_latency_ms")
+
+
+def _class_slos(info: _Info, spec: str) -> dict[str, float | None]:
     """Class -> TPOT SLO (ms): given, or read from the server's /server_info."""
     if spec:
         out = {}
@@ -158,5 +175,4 @@ def _class_slos(host: str, spec: str) -> dict[str, float | None]:
             name, _, ms = item.partition("=")
             out[name.strip()] = None if ms.strip() in ("", "none") else float(ms)
         return out
-    info = requests.get(f"{host}/server_info", timeout=30).json()
-    return {c["name"]: c["tpot_ms"] for c in info["slo_classes"]}
+    return {c["name"]: c["tpot_ms"] for c in info.get()["slo_classes"]}

@@ -8,16 +8,25 @@ import argparse
 from adaserve.loadgen.workload import DEFAULT_MIX, MIX_DRAWS, PROMPT_SETS
 
 TRAFFIC: tuple[tuple[str, dict], ...] = (
-    ("--arrival", dict(choices=["poisson", "gamma", "trace"], default="poisson",
-                       help="arrival process")),
-    ("--rate", dict(type=float, default=1.0, help="requests per second (poisson, gamma)")),
+    ("--arrival", dict(choices=["poisson", "gamma", "trace", "paper"], default="poisson",
+                       help="arrival process (trace: an Azure trace's times and output "
+                            "lengths; paper: a paper trace's times, prompt and output lengths "
+                            "and SLOs)")),
+    ("--rate", dict(type=float, default=1.0,
+                    help="requests per second (poisson, gamma; paper: the trace's gaps scaled "
+                         "to this mean rate, 0: its own times x --time-scale)")),
     ("--cv", dict(type=float, default=2.0,
                   help="coefficient of variation of gamma gaps (> 1: bursty)")),
     ("--trace", dict(default="",
-                     help="Azure LLM trace CSV for --arrival trace (TIMESTAMP, "
-                          "ContextTokens, GeneratedTokens)")),
+                     help="the trace CSV: --arrival trace takes the Azure LLM trace schema "
+                          "(TIMESTAMP, ContextTokens, GeneratedTokens), --arrival paper a "
+                          "paper trace (emission_time_ms, input_length, output_length, "
+                          "slo_ratio), of which the first --requests rows")),
     ("--time-scale", dict(type=float, default=1.0,
                           help="multiplies trace gaps (0.5: twice as fast)")),
+    ("--baseline-ms", dict(type=float, default=0.0,
+                           help="--arrival paper: the baseline latency a slo_ratio > 0 "
+                                "multiplies (0: the server's, from /server_info)")),
     ("--requests", dict(type=int, default=50, help="requests in the run")),
     ("--mix", dict(default=DEFAULT_MIX, help="SLO class weights, name=weight,...")),
     ("--urgent", dict(type=float, default=-1.0,

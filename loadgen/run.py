@@ -89,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
         f"- date: {meta['date']}",
         f"- server: {_server_line(info)}",
         f"- {len(records)} requests, {args.arrival} arrivals"
-        + (f" at {args.rate:g}/s" if args.arrival != "trace" else f" from {args.trace}")
+        + _arrivals(args)
         + f", prompt set {args.prompts}, class mix {args.mix}"
         + (f" with urgent share {args.urgent:g}" if args.urgent >= 0 else "")
         + f"; {MIX_DRAWS[args.mix_draw]}", "",
@@ -107,6 +107,15 @@ def machine() -> str:
     """This machine in one line, for result pages."""
     return (f"{platform.node()}, {platform.processor() or platform.machine()}, "
             f"{os.cpu_count()} cores, Python {platform.python_version()}")
+
+
+def _arrivals(args: argparse.Namespace) -> str:
+    if args.arrival == "trace":
+        return f" from {args.trace}"
+    if args.arrival == "paper":
+        at = f"at a mean {args.rate:g}/s" if args.rate > 0 else f"x {args.time_scale:g} in time"
+        return f" from the paper trace {args.trace} ({at}; its lengths and SLOs)"
+    return f" at {args.rate:g}/s"
 
 
 def _server_line(info: dict | None) -> str:

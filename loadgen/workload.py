@@ -22,6 +22,16 @@ MIX_DRAWS = {"exact": "exact class counts (share x requests, largest remainder),
                       "the seed",
              "iid": "classes drawn i.i.d. per request (the shares vary with the seed)"}
 
+# Words to tokens, fitted to SmolLM2's tokenizer over the prompt sets (prompt_set "short"
+# x 300 and "long" x 512, seeds 0-2): the chat template adds 30 tokens (SmolLM2's default
+# system prompt and the turn markers; an empty message is 30), the text 1.2 per
+# whitespace-separated word. Long prompts land within -5% .. +4% of the tokenizer's count,
+# short ones within -27% .. +6% (at most 19 tokens off), median 0%. The simulator counts
+# prompts so without a tokenizer (adaserve.sim.prompt_tokens.estimate); sized_prompt
+# inverts it.
+TEMPLATE_TOKENS = 30
+TOKENS_PER_WORD = 1.2
+
 
 @dataclass(frozen=True, slots=True)
 class PromptSpec:
@@ -170,3 +180,15 @@ def prompt_set(kind: str, n: int, seed: int = 0, short_tokens: int = 64,
                           "What are the main points of the text below?"])
         out.append(PromptSpec("long", (("user", f"{ask}\n\n{text}"),), long_tokens))
     return out
+
+
+def sized_prompt(tokens: int, max_tokens: int, seed: int = 0) -> PromptSpec:
+    """A "summarize this text" prompt of about ``tokens`` tokens (a paper trace's
+    input_length): (tokens - 30) / 1.2 words, rounded down, of articles from the long set's
+    sentence bank, cut at that word; a length under 32 gets one word (31 tokens or so)."""
+    words = max(1, math.floor((tokens - TEMPLATE_TOKENS) / TOKENS_PER_WORD))
+    rng = random.Random(seed)
+    text = ["Summarize", "the", "following", "text."]
+    while len(text) < words:
+        text += article(rng.choice(TOPICS), rng).split()
+    return PromptSpec("sized", (("user", " ".join(text[:words])),), max_tokens)

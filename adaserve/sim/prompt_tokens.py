@@ -8,20 +8,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from adaserve.loadgen.workload import PromptSpec
+from adaserve.loadgen.workload import TEMPLATE_TOKENS, TOKENS_PER_WORD, PromptSpec
 
 COUNTERS = ("tokenizer", "estimate")
 
-# The estimate, fitted to the tokenizer over the load generator's prompts (prompt_set
-# "short" x 300 and "long" x 512, seeds 0-2): the chat template adds 30 tokens (SmolLM2's
-# default system prompt and the turn markers; an empty message is 30), the text 1.2 per
-# whitespace-separated word. Long prompts land within -5% .. +4% of the tokenizer's count,
-# short ones within -27% .. +6% (at most 19 tokens off), median 0%.
-TEMPLATE_TOKENS = 30
-TOKENS_PER_WORD = 1.2
-
 
 def estimate(p: PromptSpec) -> int:
+    """30 + 1.2 per word (loadgen.workload: where the rule comes from)."""
     words = sum(len(text.split()) for _, text in p.messages)
     return TEMPLATE_TOKENS + math.ceil(TOKENS_PER_WORD * words)
 

@@ -3,7 +3,6 @@ paper-trace CSV or from the load generator's arrival schedules."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -13,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from adaserve.loadgen.arrivals import Arrival, schedule
+from adaserve.loadgen import paper_trace
+from adaserve.loadgen.paper_trace import paper_class, read_rows  # noqa: F401 (re-exported)
 from adaserve.loadgen.workload import ClassMix, PromptSpec
-
-PAPER_TRACE_COLUMNS = ("emission_time_ms", "input_length", "output_length", "slo_ratio")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,33 +37,17 @@ class SimRequest:
             raise ValueError(f"request {self.index}: arrival time must be finite and >= 0")
 
 
-def paper_class(slo_ratio: float) -> str:
-    """The class a paper trace's slo_ratio names: x<ratio> of the baseline, or <ms>ms."""
-    return f"x{slo_ratio:g}" if slo_ratio > 0 else f"{-slo_ratio:g}ms"
-
-
 def read_paper_trace(path: Path | str, baseline_ms: float, limit: int | None = None
                      ) -> list[SimRequest]:
     """The AdaServe artifact's trace format (../shared/paper-scale/README.md, traces/):
     slo_ratio > 0 is a multiple of the baseline latency, < 0 an absolute TPOT SLO in ms."""
     out = []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) != PAPER_TRACE_COLUMNS:
-            raise ValueError(f"{path}: a paper trace has the columns {PAPER_TRACE_COLUMNS}, "
-                             f"got {reader.fieldnames}")
-        for i, row in enumerate(reader):
-            if limit is not None and i >= limit:
-                break
-            try:
-                ratio = float(row["slo_ratio"])
-                if ratio == 0 or not math.isfinite(ratio):
-                    raise ValueError(f"slo_ratio must be non-zero, got {ratio}")
-                slo = ratio * baseline_ms if ratio > 0 else -ratio
-                out.append(SimRequest(i, float(row["emission_time_ms"]) / 1e3, paper_class(ratio),
-                                      slo, int(row["input_length"]), int(row["output_length"])))
-            except ValueError as e:
-                raise ValueError(f"{path}, row {i + 2}: {e}") from None
+    for i, row in enumerate(read_rows(path, limit)):
+        try:
+            out.append(SimRequest(i, row.t, row.slo_class, row.slo_ms(baseline_ms),
+                                  row.input_length, row.output_length))
+        except ValueError as e:
+            raise ValueError(f"{path}, row {i + 2}: {e}") from None
     return out
 
 
@@ -91,17 +74,11 @@ def fixed_lengths(times: np.ndarray, mix: ClassMix, slo_ms: Mapping[str, float |
 
 def mean_rate(requests: Sequence[SimRequest]) -> float:
     """Requests per second between the first arrival and the last."""
-    ts = [r.t for r in requests]
-    span = max(ts) - min(ts) if ts else 0.0
-    if len(ts) < 2 or span <= 0:
-        raise ValueError("a rate needs at least two requests at different times")
-    return (len(ts) - 1) / span
+    return paper_trace.mean_rate([r.t for r in requests])
 
 
 def at_rate(requests: Sequence[SimRequest], rate: float) -> list[SimRequest]:
-    """The same requests with every gap scaled so their mean rate is ``rate``."""
-    if not (math.isfinite(rate) and rate > 0):
-        raise ValueError(f"rate must be > 0 requests/s, got {rate!r}")
-    scale = mean_rate(requests) / rate
-    t0 = min(r.t for r in requests)
-    return [dataclasses.replace(r, t=(r.t - t0) * scale) for r in requests]
+    """The same requests with every gap scaled so their mean rate is ``rate`` (as the load
+    generator scales a paper trace's)."""
+    times = paper_trace.at_rate([r.t for r in requests], rate)
+    return [dataclasses.replace(r, t=t) for r, t in zip(requests, times)]

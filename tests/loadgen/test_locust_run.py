@@ -80,3 +80,28 @@ def test_headless_run_summarizes_per_class_from_real_streams(server, tmp_path):
     with open(out / "locust_stats.csv") as f:
         names = {row["Name"] for row in csv.DictReader(f)}
     assert {"stream [urgent]", "stream [moderate]", "stream [relaxed]"} <= names
+
+
+def test_a_paper_trace_sends_its_lengths_and_slos(server, tmp_path):
+    """`--arrival paper`: each request with its own TPOT SLO (X-SLO-TPOT-MS; x1.5 is of
+    the server's baseline, 100 ms here), a prompt of about input_length tokens as the server
+    counts them, and exactly output_length tokens (ignore_eos)."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("emission_time_ms,input_length,output_length,slo_ratio\n"
+                     "0,60,4,1.5\n400,200,6,-80\n900,120,3,2\n1000,40,5,-300\n")
+    out = tmp_path / "paper"
+    cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", server.url,
+           "--arrival", "paper", "--trace", str(trace), "--rate", "4", "--requests", "4",
+           "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = read_jsonl(out / "records.jsonl")
+    assert [r.slo_class for r in records] == ["x1.5", "80ms", "x2", "300ms"]
+    assert [r.slo_ms for r in records] == pytest.approx([150, 80, 200, 300])
+    assert [r.scheduled_s for r in records] == pytest.approx([0, 0.3, 0.675, 0.75])
+    for r, want_in, want_out in zip(records, (60, 200, 120, 40), (4, 6, 3, 5)):
+        assert r.status == "ok" and r.output_tokens == want_out
+        assert r.server["slo_tpot_ms"] == pytest.approx(r.slo_ms)
+        assert abs(r.prompt_tokens - want_in) <= 0.06 * want_in + 2, (r.prompt_tokens, want_in)
+    rows = {r["slo_class"] for r in json.loads((out / "summary.json").read_text())["rows"]}
+    assert rows == {"x1.5", "80ms", "x2", "300ms", "overall"}

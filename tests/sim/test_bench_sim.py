@@ -1,6 +1,7 @@
 """`adaserve bench --backend sim`: a sweep's runs on the simulator, written as a measured
 sweep's; the workload is the one `adaserve loadgen` would send (gamma arrivals reach the
-plan on both backends); paper traces; extension; prompt token counts."""
+plan on both backends); paper traces, the same requests on both backends; extension; prompt
+token counts."""
 
 from __future__ import annotations
 
@@ -89,8 +90,49 @@ def test_a_paper_trace_at_each_rate(tmp_path, monkeypatch):
     assert "the paper trace" in (out / "summary.md").read_text()
 
 
+def test_a_paper_trace_is_the_same_requests_on_both_backends(tmp_path, monkeypatch):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("emission_time_ms,input_length,output_length,slo_ratio\n"
+                     "0,100,16,1.2\n500,40,12,-50\n1000,300,16,2.4\n2500,64,8,-150\n")
+    args = _args(tmp_path, "--trace", str(trace), "--rates", "3", "--requests", "4",
+                 "--mix-exact")
+    point = bench.points(args)[0]
+    server = SimBackend.from_args(args, ["adaserve"]).start("adaserve", 1.0)
+    sim = server.workload(point, 0)
+    # what the real backend hands `adaserve loadgen`, and the plan the loadgen builds from it
+    cmds = []
+    monkeypatch.setattr(bench.subprocess, "run", lambda cmd, **kw: cmds.append(cmd))
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "summary.json").write_text("{}")
+    bench.run_point(args, argparse.Namespace(url="http://x", info=server.info), point, 0,
+                    tmp_path / "p")
+    plan = build_plan(build_parser().parse_args(cmds[-1][3:]))
+    assert [a.t for a in plan] == pytest.approx([r.t for r in sim])
+    assert [a.slo_class for a in plan] == [r.slo_class for r in sim] == [
+        "x1.2", "50ms", "x2.4", "150ms"]
+    assert [a.slo_ms for a in plan] == pytest.approx([r.slo_ms for r in sim])
+    assert [a.max_tokens for a in plan] == [r.output_tokens for r in sim]
+    assert [estimate(a.prompt) for a in plan] == [r.prompt_tokens for r in sim]
+
+
+def test_the_servers_get_a_context_that_fits_the_trace(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("emission_time_ms,input_length,output_length,slo_ratio\n"
+                     "0,100,16,1.2\n500,1500,200,-50\n1000,3000,16,2.4\n")
+    serve = ["--backend", "serve", "--trace", str(trace)]
+    # 1.1 x 1500 + 32 + 200 = 1882 -> 1920; the third row is past --requests
+    assert bench._serve_args(_args(tmp_path, *serve, "--requests", "2")).split()[-2:] == [
+        "--max-context", "1920"]
+    assert bench._serve_args(_args(tmp_path, *serve, "--requests", "1")) == ""  # fits 1024
+    assert bench._serve_args(_args(tmp_path, *serve, "--requests", "2", "--serve-args",
+                                   "--max-context 4096")) == "--max-context 4096"
+    argv = [*serve, "--requests", "2", "--serve-args", "--budget 4 --max-context 1024"]
+    assert bench.main(_args(tmp_path / "out", *argv)) == 2
+    assert "sets --max-context 1024" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("argv,message", [
-    (["--backend", "serve", "--trace", "t.csv"], "--trace runs on the simulator only"),
     (["--trace", "t.csv", "--experiment", "urgent"], "only --experiment rate"),
     (["--serve-args", "--model x"], "the simulator takes no --model"),
     (["--policies", "adaserve,nope"], "policy 'nope'"),
@@ -144,7 +186,8 @@ def test_it_rebuilds_the_committed_sweeps_requests(tmp_path):
     args = build_parser().parse_args([
         "bench", "--backend", "sim", "--experiment", "rate", "--rates", "0.5",
         "--requests", str(meta["requests_per_point"]), "--prompts", meta["prompts"],
-        "--serve-args", meta["serve_args"], "--baseline-ms", str(baseline), "--mix-iid",
+        "--serve-args", meta["serve_args"], "--baseline-ms", str(baseline),
+        f"--mix-{meta.get('mix_draw', 'iid')}",  # as the sweep assigned them
         "--out", str(tmp_path)])
     server = SimBackend.from_args(args, ["adaserve"]).start("adaserve", 1.0)
     reqs = server.workload(bench.points(args)[0], 0)
