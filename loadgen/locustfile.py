@@ -4,9 +4,9 @@ SGLang with the plugin), over the OpenAI streaming chat API, the SLO sent as a h
 Open loop: one dispatcher user fixes every send time before the run (Poisson, gamma, an
 Azure trace or a paper trace, whose requests carry their own SLOs) and starts each request
 at its time in its own greenlet, whatever is outstanding, so a slow server cannot thin the
-offered load (no coordinated omission). Each request's scheduled and actual send times, TTFT, TPOT, tokens and SLO are recorded from its stream
-(JSONL at --records) and reported to Locust per class ("stream [urgent]", "TTFT [urgent]",
-"TPOT [urgent]").
+offered load (no coordinated omission). Each request's scheduled and actual send times,
+TTFT, TPOT, tokens and SLO are recorded from its stream (JSONL at --records) and reported
+to Locust per class ("stream [urgent]", "TTFT [urgent]", "TPOT [urgent]").
 
     locust -f loadgen/locustfile.py --host http://127.0.0.1:8000            # web UI
     adaserve loadgen --host http://127.0.0.1:8000 --rate 1 --requests 100   # headless
