@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("sim", help="simulator tools: `adaserve sim record` records the real "
                                      "pair for replay acceptance")
-    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True, metavar="{record}",
+                                 help="record: a replay recording of the real pair")
     rec = sim_sub.add_parser("record", help="the real pair over the load generator's prompts: "
                                             "the target's greedy continuation and the draft's "
                                             "top-K guesses at every position (.npz)",
