@@ -32,10 +32,10 @@ from _common import RESULTS, commit, machine
 
 from adaserve.loadgen.arrivals import build_plan
 from adaserve.loadgen.records import Record, read_jsonl
+from adaserve.sim.record_cli import LOOKAHEAD  # what `adaserve sim record` records too
 from adaserve.sim import (AcceptanceModel, HardwareModel, SimRequest, SimSetup, build,
                           load_acceptance, simulate)
 
-LOOKAHEAD = 16  # tokens recorded past the longest output: the deepest tree looks ahead
 
 
 def run_prompts(meta: dict, run: dict, records: list[Record], tokenizer) -> list[tuple]:
