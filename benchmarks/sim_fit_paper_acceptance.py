@@ -174,6 +174,14 @@ def paper_points(kit: Path) -> tuple[dict[int, float], dict[float, float]]:
     return spec, ada
 
 
+def profile_table(rows: list[dict]) -> list[str]:
+    """A least-squares profile over request_spread as a markdown table."""
+    return ["| request_spread | alignment | k = 4 / 6 / 8 | SSE |", "|---|---|---|---|",
+            *(f"| {r['request_spread']:.2f} | {r['alignment']:.4f} | "
+              f"{' / '.join(f'{v:.3f}' for v in r['values'])} | {r['sse']:.4f} |"
+              for r in sorted(rows, key=lambda r: r["request_spread"]))]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--requests", type=int, default=1000, help="requests per fit evaluation")
@@ -256,12 +264,8 @@ def main() -> int:
         "",
         "Least-squares profile over request_spread (alignment fitted at each):",
         "",
-        "| request_spread | alignment | k = 4 / 6 / 8 | SSE |",
-        "|---|---|---|---|",
+        *profile_table(profile),
     ]
-    for r in sorted(profile, key=lambda r: r["request_spread"]):
-        lines.append(f"| {r['request_spread']:.2f} | {r['alignment']:.4f} | "
-                     f"{' / '.join(f'{v:.3f}' for v in r['values'])} | {r['sse']:.4f} |")
     lines += [
         "",
         "## Check: AdaServe's trees (width 3, depth 4-8, batch 1, every node verified)",
@@ -282,12 +286,8 @@ def main() -> int:
         "Alignment fitted the same way, at request_spread 0. A prefix count grows more "
         "slowly than k; the paper's numbers grow in proportion to k.",
         "",
-        "| request_spread | alignment | k = 4 / 6 / 8 | SSE |",
-        "|---|---|---|---|",
+        *profile_table(prefix_profile),
     ]
-    for r in sorted(prefix_profile, key=lambda r: r["request_spread"]):
-        lines.append(f"| {r['request_spread']:.2f} | {r['alignment']:.4f} | "
-                     f"{' / '.join(f'{v:.3f}' for v in r['values'])} | {r['sse']:.4f} |")
     lines += [
         "",
         f"Its AdaServe-shape tree (alignment {prefix_fit.alignment}, request_spread "
