@@ -32,9 +32,11 @@ class SLOClass:
         return SLO.from_ms(self.tpot_ms)
 
 
-def parse_classes(spec: str, baseline_ms: float | None) -> dict[str, SLOClass]:
+def parse_classes(spec: str, baseline_ms: float | None,
+                  baseline_from: str = "profile, or --baseline-ms") -> dict[str, SLOClass]:
     """``name=x<multiple>``, ``name=<ms>[ms]`` or a bare ``name`` (best effort), comma
-    separated. ValueError on anything else, so a typo fails at start-up."""
+    separated. ValueError on anything else, so a typo fails at start-up. ``baseline_from``
+    names where the user can give the baseline in the error (a flag, an env variable)."""
     classes: dict[str, SLOClass] = {}
     for item in (p.strip() for p in spec.split(",")):
         if not item:
@@ -51,7 +53,7 @@ def parse_classes(spec: str, baseline_ms: float | None) -> dict[str, SLOClass]:
         if value[0] in "xX":
             if baseline_ms is None:
                 raise ValueError(f"class {name!r} is a multiple of the baseline latency, "
-                                 "but no baseline is known (profile, or --baseline-ms)")
+                                 f"but no baseline is known ({baseline_from})")
             ms = in_range(_multiple(value[1:], param) * baseline_ms, param)
         else:
             ms = parse_tpot_ms(value, param)

@@ -7,7 +7,8 @@ embedded server's rules, written back into ``custom_params`` (which SGLang carri
 Two AROUND hooks (plugin.register): ``http_server.serve_generate_request`` for /generate
 and ``OpenAIServingBase.handle_request`` for /v1/chat/completions and /v1/completions.
 The classes are ``slo.configured_classes()``, which the worker reads too, so both sides
-agree.
+agree. On a server not running ADASERVE both hooks pass the request through untouched:
+installing adaserve must not change plain SGLang.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adaserve.server.slo_classes import SLOError
-from adaserve.sglang.slo import configured_classes, request_slo
+from adaserve.sglang.slo import adaserve_selected, configured_classes, request_slo
 
 
 def resolved(custom_params: Mapping | None, headers: Mapping[str, str]) -> dict:
@@ -39,7 +40,10 @@ def _error_body(e: SLOError) -> dict:
 async def generate_hook(original, obj, request):
     """/generate: every sampling_params of the (possibly batched) request gets its SLO."""
     from fastapi.responses import ORJSONResponse
+    from sglang.srt.entrypoints.http_server import get_global_state
 
+    if not adaserve_selected(getattr(get_global_state().tokenizer_manager, "server_args", None)):
+        return await original(obj, request)
     params = obj.sampling_params
     many = isinstance(params, list)
     try:
@@ -54,7 +58,8 @@ async def generate_hook(original, obj, request):
 
 async def openai_hook(original, self, request, raw_request):
     """/v1/chat/completions and /v1/completions: custom_params of the OpenAI request."""
-    if hasattr(request, "custom_params"):
+    if adaserve_selected(self.tokenizer_manager.server_args) and hasattr(request,
+                                                                         "custom_params"):
         try:
             request.custom_params = resolved(request.custom_params, raw_request.headers)
         except SLOError as e:

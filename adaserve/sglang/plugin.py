@@ -58,4 +58,8 @@ def register() -> None:
     HookRegistry.register(OPENAI, openai_hook, HookType.AROUND)
     HookRegistry.register(REPORT, report_hook, HookType.AROUND)
     HookRegistry.register(HIDDEN, need_hidden_states_hook, HookType.AROUND)
+    from adaserve.sglang.cpu import hooks as cpu
+
+    if cpu.enabled():  # SGLang on a CPU (adaserve sglang serve-cpu): torch kernels
+        cpu.register()
     _registered = True

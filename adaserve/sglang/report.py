@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 
+from adaserve.sglang.slo import adaserve_selected
+
 
 def slo_report(custom_params: Mapping | None, completion_tokens: int, verify_ct: int,
                created_s: float, first_token_s: float, finished_s: float) -> dict:
@@ -40,6 +42,8 @@ def slo_report(custom_params: Mapping | None, completion_tokens: int, verify_ct:
 
 def report_hook(original, self, meta_info, recv_obj, i):
     original(self, meta_info, recv_obj, i)
+    if not adaserve_selected(self.server_args):  # another algorithm's server: not ours
+        return
     state = self.rid_to_state.get(recv_obj.rids[i])
     if state is None:
         return

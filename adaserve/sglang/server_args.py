@@ -29,6 +29,10 @@ def handle_server_args(args) -> None:
     if args.speculative_draft_model_path is None:
         raise ValueError("--speculative-algorithm ADASERVE drafts with a separate model: "
                          "give it with --speculative-draft-model-path")
+    from adaserve.sglang.slo import configured_classes
+
+    configured_classes.cache_clear()
+    configured_classes()  # a bad or missing SLO setting stops the launch, naming the variable
     # --speculative-adaptive: SGLang already turns it off, with a warning, for every
     # algorithm but EAGLE/EAGLE3; ADASERVE adapts depth and width itself (Eq. 8-9)
     if getattr(args, "speculative_use_rejection_sampling", False):
@@ -45,6 +49,12 @@ def handle_server_args(args) -> None:
         log.warning("ADASERVE: --max-running-requests set to %d, as SGLang does for "
                     "speculative decoding", MAX_RUNNING)
     args.enable_mixed_chunk = False  # a mixed step decodes running requests 1 token each
+    if getattr(args, "device", None) == "cpu" and not args.disable_overlap_schedule:
+        # SGLang does this for its own algorithms only: its CPU path has no overlap
+        # scheduling for speculative decoding
+        args.disable_overlap_schedule = True
+        log.warning("ADASERVE: overlap scheduling is off: SGLang does not implement it for "
+                    "speculative decoding on CPU")
     steps, topk, tokens = (args.speculative_num_steps, args.speculative_eagle_topk,
                            args.speculative_num_draft_tokens)
     if steps is None:

@@ -60,12 +60,37 @@ def scheduled_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass]
         return classes[default_class].slo
 
 
+BASELINE_FROM = ("set ADASERVE_BASELINE_MS to the target's plain decode step in ms, "
+                 "or give ADASERVE_SLO_CLASSES in ms, e.g. urgent=60,relaxed=400,best-effort")
+
+
 @lru_cache(maxsize=1)
 def configured_classes() -> tuple[dict[str, SLOClass], str]:
     """(classes, default class) from ADASERVE_SLO_CLASSES / ADASERVE_BASELINE_MS /
     ADASERVE_DEFAULT_CLASS (as `adaserve serve`'s flags), read once per process: the HTTP
-    side and the scheduler process see the same environment, so they agree."""
+    side and the scheduler process see the same environment, so they agree. ValueError
+    naming the environment variables (SGLang has no flags of ours): checked when SGLang
+    resolves ADASERVE's server arguments, so a bad setting stops the launch, not a
+    request."""
     baseline = os.environ.get("ADASERVE_BASELINE_MS")
-    classes = parse_classes(os.environ.get("ADASERVE_SLO_CLASSES", DEFAULT_CLASSES),
-                            float(baseline) if baseline else None)
-    return classes, os.environ.get("ADASERVE_DEFAULT_CLASS", DEFAULT_CLASS)
+    try:
+        ms = float(baseline) if baseline else None
+    except ValueError:
+        raise ValueError(f"ADASERVE_BASELINE_MS={baseline!r} is not a number of "
+                         "milliseconds") from None
+    classes = parse_classes(os.environ.get("ADASERVE_SLO_CLASSES", DEFAULT_CLASSES), ms,
+                            BASELINE_FROM)
+    default = os.environ.get("ADASERVE_DEFAULT_CLASS", DEFAULT_CLASS)
+    if default not in classes:
+        raise ValueError(f"ADASERVE_DEFAULT_CLASS={default!r} is not one of the classes "
+                         f"({', '.join(classes)})")
+    return classes, default
+
+
+def adaserve_selected(server_args) -> bool:
+    """Is this SGLang server running ADASERVE? The plugin loads into every SGLang server
+    in its environment; its HTTP and report hooks must do nothing for the others."""
+    from adaserve.sglang.plugin import ALGORITHM
+
+    algo = getattr(server_args, "speculative_algorithm", None)
+    return str(algo or "").upper() == ALGORITHM

@@ -83,14 +83,26 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
             del captured
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-        budget = int(os.environ.get("ADASERVE_BUDGET", 0)) or self.layout_budget()
-        self.policy = make_policy(os.environ.get("ADASERVE_POLICY", "adaserve"), SchedulerConfig(
-            budget=budget, max_depth=self.speculative_num_steps, max_width=self.topk))
+        self.policy_name = os.environ.get("ADASERVE_POLICY", "adaserve")
+        self.budget = int(os.environ.get("ADASERVE_BUDGET", 0)) or None
+        self._policy = None
         self.classes, self.default_class = configured_classes()
         self.first_token_at: dict[str, float] = {}
         self.view: BatchView | None = None
         self.plan = None
         self.organized: Organized | None = None
+
+    @property
+    def policy(self):
+        """Made at the first draft, not in __init__: the default budget is the verify
+        layout at the request pool's size, and SGLang allocates that pool
+        (``alloc_memory_pool``) after the worker is constructed."""
+        if self._policy is None:
+            self.budget = self.budget or self.layout_budget()
+            self._policy = make_policy(self.policy_name, SchedulerConfig(
+                budget=self.budget, max_depth=self.speculative_num_steps,
+                max_width=self.topk))
+        return self._policy
 
     def layout_budget(self) -> int:
         """The default budget B: every position of SGLang's verify layout at the largest
