@@ -1,0 +1,1 @@
+"""SGLang on a machine without a GPU: torch stand-ins for the kernels it cannot run there."""
