@@ -119,10 +119,17 @@ def build_parser() -> argparse.ArgumentParser:
     rec.set_defaults(func=_sim_record)
 
     sgl = sub.add_parser("sglang", help="the SGLang plugin: `adaserve sglang check` checks the "
-                                        "installed sglang against it")
-    sgl.add_argument("action", choices=["check"],
-                     help="check: is the installed sglang the version the plugin was built "
-                          "against, and does every hook target exist in it")
+                                        "installed sglang against it; `adaserve sglang "
+                                        "serve-cpu` runs SGLang with it on a CPU")
+    sgl_sub = sgl.add_subparsers(dest="sglang_command", required=True,
+                                 metavar="{check,serve-cpu}")
+    sgl_sub.add_parser("check", help="is the installed sglang the version the plugin was built "
+                                     "against, and does every hook target exist in it")
+    serve_cpu = sgl_sub.add_parser(
+        "serve-cpu", help="SGLang's server with the ADASERVE plugin on a CPU (a test vehicle: "
+                          "stubbed kernels, torch attention)", formatter_class=_HelpFormatter)
+    from adaserve.sglang.cpu.launch import add_args as _serve_cpu_args
+    _serve_cpu_args(serve_cpu)
     sgl.set_defaults(func=_sglang)
 
     dist = sub.add_parser("distill-draft", help="distil the draft for the default target from the "
@@ -143,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sglang(args: argparse.Namespace) -> int:
+    if args.sglang_command == "serve-cpu":
+        from adaserve.sglang.cpu.launch import main as serve_cpu_main
+
+        return serve_cpu_main(args)
     from adaserve.sglang.check import main as check_main
 
     return check_main(args)

@@ -65,6 +65,7 @@ def resolve_model(model: str) -> Path:
         out = cache_root() / "models" / DEFAULT_MODEL
         if not (out / "config.json").is_file():
             convert_gguf(packaged_gguf(), out)
+        _name_architecture(out)
         return out
     path = Path(model).expanduser()
     if not (path / "config.json").is_file():
@@ -74,6 +75,19 @@ def resolve_model(model: str) -> Path:
     if not any(path.glob("*.safetensors")):
         raise FileNotFoundError(f"{path} has no *.safetensors weights")
     return path
+
+
+def _name_architecture(model_dir: Path) -> None:
+    """A cache converted before the converter wrote ``architectures`` gets it now (the
+    packaged model is a Llama), written atomically beside the old file."""
+    path = model_dir / "config.json"
+    config = json.loads(path.read_text())
+    if config.get("architectures"):
+        return
+    config["architectures"] = ["LlamaForCausalLM"]
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(config, indent=2, default=str))
+    tmp.replace(path)
 
 
 def resolve_draft(draft: str) -> Path:
@@ -110,6 +124,9 @@ def convert_gguf(gguf: Path, out: Path) -> None:
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         config = model.config.to_dict()
         config.pop("quantization_config", None)
+        # transformers leaves it null for a GGUF; loaders that pick the class by it
+        # (SGLang) need the name
+        config["architectures"] = config.get("architectures") or [type(model).__name__]
         config["adaserve_source"] = gguf.name
         (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str))
         tok.save_pretrained(str(tmp))

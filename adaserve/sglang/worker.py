@@ -60,6 +60,17 @@ def organize_hook(original, score_list, token_list, parents_list, num_draft_toke
     return o.parent_list, o.top_scores_index, o.draft_tokens
 
 
+def stamp_first_token(req, now: float) -> None:
+    """Record when the request's first token existed: its prefill has produced it by the
+    time it first decodes here. SGLang 0.5.23 leaves the scheduler's
+    ``prefill_finished_time`` at 0 for generation requests, so for a non-streaming request
+    the tokenizer manager takes the finish as the first token (TTFT = end-to-end, TPOT 0:
+    every SLO "attained"); it reads this field when set. Only an unset stamp is filled."""
+    stats = getattr(req, "time_stats", None)
+    if stats is not None and not stats.prefill_finished_time:
+        stats.set_prefill_finished_time(now)
+
+
 class AdaServeDraftWorker(StandaloneDraftWorker):
     """StandaloneDraftWorker whose draft() hands selection to adaserve.scheduler."""
 
@@ -114,7 +125,9 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         return self.speculative_num_draft_tokens * int(self.req_to_token_pool.size)
 
     def batch_view(self, batch) -> BatchView:
-        now = time.monotonic()
+        # SGLang's clock for request time stats (perf_counter), so the stamp below and
+        # the tokenizer manager's times compare
+        now = time.perf_counter()
         live = {req.rid for req in batch.reqs}
         for rid in [r for r in self.first_token_at if r not in live]:
             del self.first_token_at[rid]  # finished or aborted
@@ -124,8 +137,10 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
             s = scheduled_slo(req.sampling_params.custom_params, self.classes,
                               self.default_class)
             slo[i] = np.nan if s.tpot_s is None else s.tpot_s
-            t0 = self.first_token_at.setdefault(req.rid, now)
-            l[i] = now - t0
+            if req.rid not in self.first_token_at:
+                self.first_token_at[req.rid] = now
+                stamp_first_token(req, now)
+            l[i] = now - self.first_token_at[req.rid]
             o[i] = max(len(req.output_ids) - 1, 0)
             ctx[i] = len(req.origin_input_ids) + len(req.output_ids)
         return BatchView(tuple(r.rid for r in batch.reqs), slo, l, o.astype(np.int64),
