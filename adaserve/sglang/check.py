@@ -2,15 +2,22 @@
 and does every place the plugin hooks into still exist there?
 
 The plugin changes SGLang only through hooks (no source patches so far: everything it
-needs, hooks can do), so the check is: the version, the entry point, and every hook
-target and registry API resolving in the installed package. A mismatch is an error with
-the reason, exit code 2 -- never a silent half-integration.
+needs, hooks can do), so the check is: the version, the entry point, every hook target
+and registry API resolving in the installed package, and ADASERVE answering every method
+SGLang calls on an algorithm. The CPU runtime (``adaserve.sglang.cpu``) adds its REPLACE
+targets and the ``sgl_kernel`` ops its stub serves, each still imported by name somewhere
+in SGLang. A mismatch is an error with the reason, exit code 2 -- never a silent
+half-integration.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import pkgutil
+import re
 from importlib.metadata import PackageNotFoundError, entry_points, version
+from pathlib import Path
+from types import FunctionType
 
 from adaserve.sglang.plugin import (
     GENERATE,
@@ -39,7 +46,14 @@ TARGETS = {
 }
 
 
-def check() -> list[tuple[str, bool, str]]:
+Row = tuple[str, bool, str]
+
+# `from sgl_kernel import a, b as c` or a parenthesised list over several lines
+_SGL_KERNEL_IMPORT = re.compile(r"^[ \t]*from[ \t]+sgl_kernel[ \t]+import[ \t]+(\([^)]*\)|.*)",
+                                re.MULTILINE)
+
+
+def check() -> list[Row]:
     """(what, ok, detail) rows; the first is the version."""
     try:
         found = version("sglang")
@@ -52,13 +66,77 @@ def check() -> list[tuple[str, bool, str]]:
                  eps.get("adaserve", "missing: reinstall adaserve")))
     if found != SGLANG_VERSION:
         return rows  # resolving targets in another version would only add noise
-    for what, target in TARGETS.items():
-        try:
-            pkgutil.resolve_name(target)
-            rows.append((what, True, target))
-        except (ImportError, AttributeError) as e:
-            rows.append((what, False, f"{target}: {type(e).__name__}: {e}"))
+    rows += [_resolves(what, target) for what, target in TARGETS.items()]
+    rows.append(algorithm_interface())
+    rows += cpu_runtime()
     return rows
+
+
+def _resolves(what: str, target: str) -> Row:
+    try:
+        pkgutil.resolve_name(target)
+        return what, True, target
+    except (ImportError, AttributeError) as e:
+        return what, False, f"{target}: {type(e).__name__}: {e}"
+
+
+def algorithm_interface() -> Row:
+    """SGLang's scheduler calls its algorithm methods on whatever ``from_string`` returns,
+    our AdaServeSpec included, and CustomSpecAlgo does not have them all (0.5.23 lacked
+    four, each an AttributeError at start-up). The interface is the enum's own functions;
+    its classmethods (``from_string``, ``register``) are called on the class, never on an
+    algorithm."""
+    what = "algorithm interface"
+    try:
+        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+        from adaserve.sglang.spec import AdaServeSpec
+    except (ImportError, AttributeError) as e:
+        return what, False, f"{type(e).__name__}: {e}"
+    methods = sorted(name for name, value in vars(SpeculativeAlgorithm).items()
+                     if isinstance(value, FunctionType) and not name.startswith("_"))
+    missing = [m for m in methods if not callable(getattr(AdaServeSpec, m, None))]
+    if missing:
+        return what, False, (f"AdaServeSpec (adaserve/sglang/spec.py) lacks "
+                             f"SpeculativeAlgorithm.{', '.join(missing)}")
+    return what, True, f"AdaServeSpec has all {len(methods)} methods of SpeculativeAlgorithm"
+
+
+def cpu_runtime() -> list[Row]:
+    """The CPU runtime's REPLACE targets resolve, and each sgl_kernel op its stub serves is
+    still imported by some SGLang module: an op SGLang renamed would leave its CPU branch
+    calling a Missing placeholder."""
+    from adaserve.sglang.cpu.hooks import replacements
+    from adaserve.sglang.cpu.kernels import OPS
+
+    rows = [_resolves(f"CPU hook {target.rsplit('.', 1)[-1]}", target)
+            for target in replacements()]
+    spec = importlib.util.find_spec("sglang")
+    users = sgl_kernel_imports(Path(next(iter(spec.submodule_search_locations))))
+    for op in OPS:
+        where = users.get(op)
+        rows.append((f"CPU op {op}", bool(where),
+                     f"imported from sgl_kernel by {', '.join(where)}" if where else
+                     "no sglang module imports it from sgl_kernel (renamed or dropped): "
+                     "the stub's torch version would never be called"))
+    return rows
+
+
+def sgl_kernel_imports(root: Path) -> dict[str, list[str]]:
+    """{name: modules under ``root`` that import it with ``from sgl_kernel import``},
+    modules as paths relative to ``root``'s parent."""
+    users: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "sgl_kernel" not in text:
+            continue
+        for m in _SGL_KERNEL_IMPORT.finditer(text):
+            body = re.sub(r"#[^\n]*", "", m.group(1)).strip("()")
+            for item in body.split(","):  # "name" or "name as alias"
+                words = item.split()
+                if words and words[0].isidentifier():
+                    users.setdefault(words[0], []).append(str(path.relative_to(root.parent)))
+    return users
 
 
 def main(args) -> int:

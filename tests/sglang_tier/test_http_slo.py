@@ -8,6 +8,7 @@ by a recorder of what the route hands it."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from fastapi.testclient import TestClient
@@ -18,10 +19,12 @@ from adaserve.sglang.slo import configured_classes, scheduled_slo
 
 
 class Recorder:
-    """What the route gives the tokenizer manager (the request object), one reply."""
+    """What the route gives the tokenizer manager (the request object), one reply. Its
+    ``server_args`` names the server's algorithm: the hooks act on ADASERVE's only."""
 
-    def __init__(self) -> None:
+    def __init__(self, algorithm: str | None = "ADASERVE") -> None:
         self.seen = []
+        self.server_args = SimpleNamespace(speculative_algorithm=algorithm)
 
     async def generate_request(self, obj, request):
         self.seen.append(obj)
@@ -106,7 +109,7 @@ class RecordingServing:
     conversion, which needs a tokenizer and a chat template, just hands the request on."""
 
     @staticmethod
-    def make():
+    def make(algorithm: str | None = "ADASERVE"):
         from sglang.srt.entrypoints.openai.serving_base import OpenAIServingBase
 
         class Serving(OpenAIServingBase):
@@ -120,7 +123,7 @@ class RecordingServing:
                 return {"custom_params": request.custom_params}
 
         class TM:
-            server_args = None
+            server_args = SimpleNamespace(speculative_algorithm=algorithm)
             request_logger = type("L", (), {"log_requests": False})()
 
         return Serving(TM())

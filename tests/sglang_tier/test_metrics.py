@@ -37,7 +37,8 @@ CHILD = textwrap.dedent('''
         obj = GenerateReqInput(text="hi", sampling_params={"custom_params": custom})
         st = tm.ReqState(out_list=[], finished=True, event=asyncio.Event(), obj=obj,
                          time_stats=ts)
-        me = SimpleNamespace(rid_to_state={rid: st}, enable_metrics=enable)
+        me = SimpleNamespace(rid_to_state={rid: st}, enable_metrics=enable,
+                             server_args=SimpleNamespace(speculative_algorithm="ADASERVE"))
         recv = SimpleNamespace(rids=[rid], completion_tokens=[tokens], spec_verify_ct=[4],
                                spec_num_correct_drafts=[0], spec_num_cap_tokens=None,
                                spec_correct_drafts_histogram=None)

@@ -31,7 +31,8 @@ def state(custom_params, created, first, finished):
 def test_meta_info_gets_the_report(monkeypatch, custom, finished, attained):
     load_plugins()
     monkeypatch.setattr(tm, "get_spec", lambda: SimpleNamespace(speculative_num_draft_tokens=4))
-    me = SimpleNamespace(rid_to_state={"r1": state(custom, 10.0, 10.5, finished)})
+    me = SimpleNamespace(rid_to_state={"r1": state(custom, 10.0, 10.5, finished)},
+                         server_args=SimpleNamespace(speculative_algorithm="ADASERVE"))
     recv = SimpleNamespace(rids=["r1"], completion_tokens=[10], spec_verify_ct=[4],
                            spec_num_correct_drafts=[6], spec_num_cap_tokens=None,
                            spec_correct_drafts_histogram=None)

@@ -15,6 +15,8 @@ from sglang.srt.plugins import load_plugins
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative import spec_utils
 
+from adaserve.sglang.slo import configured_classes
+
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
          "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
          "num_hidden_layers": 2, "vocab_size": 256, "max_position_embeddings": 512,
@@ -27,6 +29,15 @@ def model(tmp_path_factory):
     (d / "config.json").write_text(json.dumps(LLAMA))
     load_plugins()
     return str(d)
+
+
+@pytest.fixture(autouse=True)
+def slo_env(monkeypatch):
+    # resolution checks the SLO classes (a bad setting stops the launch); the default
+    # classes are multiples of the baseline
+    monkeypatch.setenv("ADASERVE_BASELINE_MS", "20")
+    yield
+    configured_classes.cache_clear()
 
 
 def resolved(model, **kw) -> dict:
