@@ -61,13 +61,20 @@ def organize_hook(original, score_list, token_list, parents_list, num_draft_toke
 
 
 def stamp_first_token(req, now: float) -> None:
-    """Record when the request's first token existed: its prefill has produced it by the
-    time it first decodes here. SGLang 0.5.23 leaves the scheduler's
-    ``prefill_finished_time`` at 0 for generation requests, so for a non-streaming request
-    the tokenizer manager takes the finish as the first token (TTFT = end-to-end, TPOT 0:
-    every SLO "attained"); it reads this field when set. Only an unset stamp is filled."""
+    """Make the request's first-token time reach the tokenizer manager.
+
+    SGLang stamps ``time_stats.prefill_finished_time`` when the prefill produces the first
+    token, but ``SchedulerReqTimeStats.__getstate__`` sends the stats to the tokenizer
+    manager only with ``--enable-metrics`` (or ``has_timing_data``); otherwise they arrive
+    empty, and for a non-streaming request the tokenizer manager takes the finish as the
+    first token: TTFT = the whole request, TPOT 0, every SLO "attained". Marking
+    ``has_timing_data`` sends them. A stamp SGLang did not make (0) is filled with the
+    time the request first decodes here, when its first token exists."""
     stats = getattr(req, "time_stats", None)
-    if stats is not None and not stats.prefill_finished_time:
+    if stats is None:
+        return
+    stats.has_timing_data = True
+    if not stats.prefill_finished_time:
         stats.set_prefill_finished_time(now)
 
 

@@ -198,16 +198,30 @@ def test_the_report_stays_out_of_another_servers_meta_info(env, algorithm, metri
     assert not ours & set(meta), meta
 
 
-# 6. the worker stamps a request's first token: SGLang 0.5.23 leaves prefill_finished_time
-#    at 0, so a non-streaming request's TTFT was its end-to-end time and its TPOT 0
+# 6. a non-streaming request's TTFT was its end-to-end time and its TPOT 0: SGLang's
+#    scheduler stamps the first token, but pickles its time stats to the tokenizer manager
+#    only with --enable-metrics; the worker marks them to be sent (and fills a missing stamp)
+
+def test_the_first_token_time_survives_the_trip_to_the_tokenizer():
+    import pickle
+
+    stats = SchedulerReqTimeStats()
+    stats.set_prefill_finished_time(12.5)  # SGLang's own stamp at prefill
+    lost = pickle.loads(pickle.dumps(stats))
+    assert lost.prefill_finished_time == 0.0  # what the tokenizer manager got before
+    stamp_first_token(SimpleNamespace(time_stats=stats), 99.0)
+    sent = pickle.loads(pickle.dumps(stats))
+    assert stats.prefill_finished_time == 12.5  # SGLang's stamp kept
+    # rebased onto the receiving process's clock: here the same process, the same time
+    assert abs(sent.prefill_finished_time - 12.5) < 1e-6
+
 
 def test_stamp_fills_only_an_unset_first_token_time():
     stats = SchedulerReqTimeStats()
-    assert stats.prefill_finished_time == 0.0  # as SGLang leaves it
     req = SimpleNamespace(time_stats=stats)
     stamp_first_token(req, 12.5)
     assert stats.prefill_finished_time == 12.5
-    stamp_first_token(req, 13.0)  # a later decode, or SGLang set it itself
+    stamp_first_token(req, 13.0)  # a later decode
     assert stats.prefill_finished_time == 12.5
 
 

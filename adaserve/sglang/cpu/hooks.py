@@ -10,8 +10,9 @@ in every SGLang process; SGLang's ``load_plugins`` applies them and rebinds ever
 - ``eagle_utils.default_tree_mask_mode`` -> FULL_MASK: on a CPU SGLang picks the AMX
   backend's QLEN_ONLY layout, which the triton backend (ours) does not read.
 
-``TARGETS`` is what `adaserve sglang check` verifies: each resolves in the installed
-SGLang, and after SGLang's plugin loading each is ours.
+`adaserve sglang check` verifies that every target of ``replacements()`` resolves in the
+installed SGLang (a renamed kernel in a new SGLang is a BAD row, not a silent fallback to
+the interpreted one).
 """
 
 from __future__ import annotations
