@@ -8,6 +8,10 @@ cores), each driven by the same client:
 - `sglang-adaserve`: the plugin, same draft and tree shape (D, W, N) as STANDALONE;
 - `embedded`: `adaserve serve` (our engine, its packaged distilled draft, defaults).
 
+A name may carry a budget: `sglang-adaserve:6` runs ADASERVE with ADASERVE_BUDGET=6 (a
+budget under the verify layout, so the SLO classes compete for positions); `embedded:4`
+runs `adaserve serve --budget 4`.
+
 The workload: the load generator's short prompts (their user message as plain text), a
 fixed output length with ignore_eos, greedy, classes urgent / moderate / relaxed in turn,
 `--concurrency` requests in flight (closed loop). Every request streams, so TTFT and TPOT
@@ -141,13 +145,16 @@ def summarize(name: str, recs: list[dict], wall: float, slo_ms: dict[str, float]
     return out
 
 
-def sglang_argv(algorithm: str, baseline_ms: float | None, concurrency: int) -> list[str]:
+def sglang_argv(algorithm: str, baseline_ms: float | None, concurrency: int,
+                budget: int | None) -> list[str]:
     argv = [str(ROOT / ".venv-sglang/bin/adaserve"), "sglang", "serve-cpu",
             "--algorithm", algorithm, "--max-running-requests", str(max(concurrency, 4)),
             "--steps", str(SHAPE["steps"]), "--topk", str(SHAPE["topk"]),
             "--draft-tokens", str(SHAPE["draft_tokens"])]
     if baseline_ms is not None:
         argv += ["--baseline-ms", f"{baseline_ms:.3f}"]
+    if budget is not None:
+        argv += ["--budget", str(budget)]
     return argv
 
 
@@ -162,8 +169,10 @@ def page(rows: list[dict], args, baseline_ms: float, same_ids: dict, stamp: str)
         f"{' / '.join(CLASSES)} in turn, {args.concurrency} in flight; every request "
         "streamed, TTFT and TPOT measured by the client. SGLang servers: SmolLM2-135M fp32 "
         f"as target and as its own draft, tree D={SHAPE['steps']} W={SHAPE['topk']} "
-        f"N={SHAPE['draft_tokens']}, `adaserve sglang serve-cpu`. Embedded: `adaserve "
-        "serve` defaults (packaged distilled draft).", "",
+        f"N={SHAPE['draft_tokens']}, `adaserve sglang serve-cpu`; `:B` = ADASERVE_BUDGET B "
+        f"(default: the whole layout, N x max running requests = {SHAPE['draft_tokens']} x "
+        f"{max(args.concurrency, 4)}). Embedded: `adaserve serve` (packaged distilled draft; "
+        "`:B` = `--budget B`, default the start-up profile's B).", "",
         f"SLO classes for the SGLang rows: x{MULTIPLES['urgent']:g} / "
         f"x{MULTIPLES['moderate']:g} / x{MULTIPLES['relaxed']:g} of sglang-none's median "
         f"TPOT at one request in flight, measured first: {baseline_ms:.1f} ms. The "
@@ -193,7 +202,8 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=12)
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--systems", default="sglang-none,sglang-standalone,sglang-adaserve,embedded")
+    ap.add_argument("--systems", default="sglang-none,sglang-standalone,sglang-adaserve,"
+                                         "sglang-adaserve:6,embedded,embedded:4")
     ap.add_argument("--name", default="sglang_cpu")
     args = ap.parse_args()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -206,18 +216,21 @@ def main() -> int:
 
     rows, ids, baseline_ms = [], {}, None
     for name in systems:
-        if name == "embedded":
-            argv = [str(ROOT / ".venv/bin/adaserve"), "serve"]
+        kind, _, b = name.partition(":")
+        budget = int(b) if b else None
+        if kind == "embedded":
+            argv = [str(ROOT / ".venv/bin/adaserve"), "serve",
+                    *(["--budget", str(budget)] if budget else [])]
             srv = Server(name, argv, "/health", logs / f"{name}.log")
             info = httpx.get(srv.url + "/server_info", timeout=30).json()
             slo_ms = {c["name"]: c["tpot_ms"] for c in info["slo_classes"]
                       if c["name"] in CLASSES}
         else:
             algo = {"sglang-none": "none", "sglang-standalone": "STANDALONE",
-                    "sglang-adaserve": "ADASERVE"}[name]
+                    "sglang-adaserve": "ADASERVE"}[kind]
             if algo == "ADASERVE" and baseline_ms is None:
                 raise SystemExit("sglang-adaserve needs sglang-none first (its baseline)")
-            srv = Server(name, sglang_argv(algo, baseline_ms, args.concurrency),
+            srv = Server(name, sglang_argv(algo, baseline_ms, args.concurrency, budget),
                          "/health_generate", logs / f"{name}.log")
             slo_ms = None
         try:

@@ -65,6 +65,10 @@ def handle_server_args(args) -> None:
         tokens = args.speculative_num_draft_tokens = min(DEFAULT_SHAPE[2], _most(steps, topk))
     if topk == 1 and tokens != steps + 1:  # a chain: SGLang's rule
         tokens = args.speculative_num_draft_tokens = steps + 1
+    if topk > 1 and tokens < steps + 1:  # SGLang starts, then its first verify fails
+        raise ValueError(f"--speculative-num-draft-tokens {tokens}: a tree of {steps} steps "
+                         f"needs at least {steps + 1} verify positions (an accepted path "
+                         f"is up to {steps + 1} tokens)")
     if not 2 <= tokens <= _most(steps, topk):
         raise ValueError(f"--speculative-num-draft-tokens {tokens}: a tree of "
                          f"{steps} steps and top-{topk} has 2 to {_most(steps, topk)} "

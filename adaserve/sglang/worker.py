@@ -4,9 +4,10 @@ Per iteration, in the draft worker (scheduler process):
 1. ``draft(batch)`` builds the BatchView (each request's TPOT SLO, l, o) from the
    ScheduleBatch and asks the policy for the SpecPlan (Eq. 8-9, depth at most the
    compiled --speculative-num-steps);
-2. SGLang drafts as usual; its ``organize_draft_results`` is wrapped (an AROUND hook) so
-   that, inside an ADASERVE draft, ``select.organize`` also records which verify positions
-   AdaServe keeps, leaving SGLang's layout unchanged;
+2. SGLang drafts at the plan's shape (``shapes.py``: d steps of top-w, within the compiled
+   D and W; the verify layout stays [bs, N]); its ``organize_draft_results`` is wrapped
+   (an AROUND hook) so that, inside an ADASERVE draft, ``select.organize`` also records
+   which verify positions AdaServe keeps, leaving SGLang's layout unchanged;
 3. after SGLang builds the verify input, the positions not kept are unlinked from
    ``retrieve_next_token`` / ``retrieve_next_sibling``.
 
@@ -19,9 +20,8 @@ extend graph are SGLang's as usual. Keeping graphs for the draft would need the 
 output the per-step lists and the selection to run after replay: a patch of SGLang's
 draft graph runner, planned, not made (it can only be checked on a GPU).
 
-Not yet run on a GPU. On the CPU (tests/sglang_tier/test_worker.py) an iteration runs
-from SGLang's real ``Req`` objects through the organize hook at SGLang's call site and its
-tree kernel to the unlinked links; only the model forwards are missing.
+Never run on a GPU. On this CPU it serves inside SGLang's own server through the CPU
+runtime (``adaserve.sglang.cpu``; tests/sglang_tier/test_serve_cpu.py).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker, S
 from adaserve.scheduler import BatchView, SchedulerConfig, make_policy
 from adaserve.sglang.links import unlink
 from adaserve.sglang.select import Organized, organize
+from adaserve.sglang.shapes import DraftShape, DraftShapes
 from adaserve.sglang.slo import configured_classes, scheduled_slo
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self.view: BatchView | None = None
         self.plan = None
         self.organized: Organized | None = None
+        self._shapes: DraftShapes | None | bool = None  # False: a chain draft, no shapes
+        self.shape: DraftShape | None = None
 
     @property
     def policy(self):
@@ -121,6 +124,20 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
                 budget=self.budget, max_depth=self.speculative_num_steps,
                 max_width=self.topk))
         return self._policy
+
+    @property
+    def shapes(self) -> DraftShapes | None:
+        """The per-iteration draft shapes (``shapes.py``), made at the first draft: the
+        compiled draft backend exists only after SGLang's ``init_attention_backends``.
+        None for a chain draft (top-1), which SGLang runs on a path without selection."""
+        if self._shapes is None:
+            try:
+                self._shapes = DraftShapes(self)
+            except ValueError as e:
+                logger.warning("ADASERVE: the draft runs its compiled shape every "
+                               "iteration: %s", e)
+                self._shapes = False
+        return self._shapes or None
 
     def layout_budget(self) -> int:
         """The default budget B: every position of SGLang's verify layout at the largest
@@ -159,9 +176,18 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self.view = self.batch_view(batch)
         self.plan = self.policy.plan(self.view)
         self.organized = None
+        shapes = self.shapes
+        # the plan's depth and width (Eq. 8-9) as the draft's shape: fewer draft forwards
+        # and narrower beams when the budget is short; the verify layout stays [bs, N]
+        self.shape = None if shapes is None else shapes.limits.fit(self.plan.depth,
+                                                                     self.plan.width)
         token = _ACTIVE.set(self)
         try:
-            out = super().draft(batch, with_topology=with_topology)
+            if self.shape is None:
+                out = super().draft(batch, with_topology=with_topology)
+            else:
+                with shapes.applied(self.shape, batch):
+                    out = super().draft(batch, with_topology=with_topology)
         finally:
             _ACTIVE.reset(token)
         if self.organized is not None:

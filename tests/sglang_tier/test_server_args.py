@@ -70,6 +70,9 @@ def test_given_flags_are_kept_and_a_chain_is_made_consistent(model):
     ({"speculative_num_steps": 2, "speculative_eagle_topk": 2,
       "speculative_num_draft_tokens": 9}, "2 to 7"),
     ({"tp_size": 2, "dp_size": 2, "enable_dp_attention": True}, "DP attention"),
+    # found on the CPU: SGLang starts with it and its scheduler dies at the first verify
+    ({"speculative_num_steps": 3, "speculative_eagle_topk": 2,
+      "speculative_num_draft_tokens": 3}, "at least 4 verify positions"),
 ])
 def test_what_sglang_could_not_run_is_refused(model, kw, match):
     if kw:
