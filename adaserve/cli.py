@@ -122,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                                         "installed sglang against it; `adaserve sglang "
                                         "serve-cpu` runs SGLang with it on a CPU")
     sgl_sub = sgl.add_subparsers(dest="sglang_command", required=True,
-                                 metavar="{check,serve-cpu}")
+                                 metavar="{check,serve-cpu}",
+                                 help="check: does the plugin fit the installed sglang; "
+                                      "serve-cpu: SGLang with the plugin on a CPU")
     sgl_sub.add_parser("check", help="is the installed sglang the version the plugin was built "
                                      "against, and does every hook target exist in it")
     serve_cpu = sgl_sub.add_parser(

@@ -58,9 +58,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "scale (SGLang on this CPU: see docs/sglang.md); required by the "
                         "default classes")
     p.add_argument("--default-class", default=None, help="ADASERVE_DEFAULT_CLASS")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--max-running-requests", type=int, default=16)
+    p.add_argument("--host", default="127.0.0.1", help="address SGLang listens on")
+    p.add_argument("--port", type=int, default=30000, help="port SGLang listens on")
+    p.add_argument("--max-running-requests", type=int, default=16,
+                   help="requests decoding at once (SGLang's flag)")
     p.add_argument("--max-total-tokens", type=int, default=32768,
                    help="KV pool size in tokens (SGLang would take most of the RAM)")
     p.add_argument("--enable-metrics", action="store_true",

@@ -1,0 +1,60 @@
+"""`adaserve sglang serve-cpu` builds SGLang's launch (argv and environment) without
+starting it: the part that runs in the main environment, where sglang is not installed.
+The launch itself is tested end to end in tests/sglang_tier/test_serve_cpu.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from adaserve.cli import build_parser
+from adaserve.sglang.cpu.launch import BOOT, command, main
+
+
+@pytest.fixture()
+def model(tmp_path) -> str:
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    return str(tmp_path)
+
+
+def parse(*argv: str):
+    return build_parser().parse_args(["sglang", "serve-cpu", *argv])
+
+
+def test_adaserve_launch_sets_up_the_cpu_runtime(model, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    argv, env = command(parse("--model", model, "--budget", "6", "--slo-classes",
+                              "urgent=50,relaxed=900", "--default-class", "relaxed",
+                              "--port", "31000", "--", "--log-level", "info"))
+    assert argv[1:3] == ["-m", "sglang.launch_server"]
+    flags = dict(zip(argv[3::1], argv[4::1]))
+    assert flags["--model-path"] == model and flags["--device"] == "cpu"
+    assert flags["--attention-backend"] == "triton" and flags["--dtype"] == "float32"
+    assert flags["--speculative-algorithm"] == "ADASERVE"
+    assert flags["--speculative-draft-model-path"] == model  # the target drafts for itself
+    assert (flags["--speculative-num-steps"], flags["--speculative-eagle-topk"],
+            flags["--speculative-num-draft-tokens"]) == ("3", "2", "4")
+    assert "--sleep-on-idle" in argv and flags["--port"] == "31000"
+    assert argv[-2:] == ["--log-level", "info"]  # what follows -- goes to SGLang as is
+    assert env["ADASERVE_SGLANG_CPU"] == env["SGLANG_USE_CPU_ENGINE"] == "1"
+    assert env["TRITON_INTERPRET"] == "1"
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(BOOT), "/elsewhere"]
+    assert (BOOT / "sitecustomize.py").is_file()
+    assert (env["ADASERVE_BUDGET"], env["ADASERVE_SLO_CLASSES"],
+            env["ADASERVE_DEFAULT_CLASS"]) == ("6", "urgent=50,relaxed=900", "relaxed")
+
+
+def test_without_speculation_no_speculative_flag(model):
+    argv, env = command(parse("--model", model, "--algorithm", "none"))
+    assert not any(a.startswith("--speculative") for a in argv)
+    assert "ADASERVE_BUDGET" not in env
+
+
+def test_without_sglang_it_says_where_to_run_it(model, capsys):
+    code = main(parse("--model", model))
+    assert code == 2
+    assert ".venv-sglang/bin/adaserve" in capsys.readouterr().err
