@@ -5,8 +5,9 @@ SGLang calls ``register()`` in every process it spawns (entry point group
 speculative-algorithm registry as a standalone-draft algorithm whose worker is SGLang's
 ``StandaloneWorkerV2`` with AdaServe's selection in the draft worker.
 
-Status (see docs/sglang.md): everything but the model forwards is tested on CPU against
-the installed sglang 0.5.23 (tests/sglang_tier); it has not yet run on a GPU.
+Status (see docs/sglang.md): it serves inside SGLang 0.5.23's own server on a CPU, through
+the CPU runtime ``adaserve.sglang.cpu`` (tests/sglang_tier/test_serve_cpu.py); it has
+never run on a GPU.
 """
 
 from __future__ import annotations
