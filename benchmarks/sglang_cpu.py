@@ -31,12 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -50,45 +47,12 @@ from _common import commit, machine, write_results  # noqa: E402
 
 from loadgen.workload import prompt_set  # noqa: E402
 
+from adaserve.sglang.cpu.process import ServerProcess  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 CLASSES = ("urgent", "moderate", "relaxed")
 MULTIPLES = {"urgent": 1.0, "moderate": 2.4, "relaxed": 8.0}  # DESIGN.md's default classes
 SHAPE = {"steps": 3, "topk": 2, "draft_tokens": 4}
-
-
-class Server:
-    def __init__(self, name: str, argv: list[str], health: str, log: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.name, self.url, self.log = name, f"http://127.0.0.1:{self.port}", log
-        self.t0 = time.monotonic()
-        self.proc = subprocess.Popen([*argv, "--port", str(self.port)], cwd=ROOT,
-                                     stdout=log.open("w"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{name} exited; see {log}")
-            try:
-                if httpx.get(self.url + health, timeout=60).status_code == 200:
-                    self.start_s = time.monotonic() - self.t0
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(2)
-        self.stop()
-        raise RuntimeError(f"{name} did not come up; see {log}")
-
-    def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def stream_one(url: str, text: str, tokens: int, slo_class: str | None) -> dict:
@@ -207,8 +171,8 @@ def main() -> int:
     ap.add_argument("--name", default="sglang_cpu")
     args = ap.parse_args()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    logs = ROOT / "results" / "raw" / args.name
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = Path(tempfile.mkdtemp(prefix=f"{args.name}-logs-"))  # server logs: large, not kept
+    print(f"[sglang_cpu] server logs in {logs}", flush=True)
     specs = prompt_set("short", args.requests, seed=0)
     prompts = [s.messages[-1][1] for s in specs]
     classes = [CLASSES[i % len(CLASSES)] for i in range(args.requests)]
@@ -221,7 +185,7 @@ def main() -> int:
         if kind == "embedded":
             argv = [str(ROOT / ".venv/bin/adaserve"), "serve",
                     *(["--budget", str(budget)] if budget else [])]
-            srv = Server(name, argv, "/health", logs / f"{name}.log")
+            srv = ServerProcess(argv, logs / f"{name}.log", health="/health", cwd=ROOT)
             info = httpx.get(srv.url + "/server_info", timeout=30).json()
             slo_ms = {c["name"]: c["tpot_ms"] for c in info["slo_classes"]
                       if c["name"] in CLASSES}
@@ -230,8 +194,8 @@ def main() -> int:
                     "sglang-adaserve": "ADASERVE"}[kind]
             if algo == "ADASERVE" and baseline_ms is None:
                 raise SystemExit("sglang-adaserve needs sglang-none first (its baseline)")
-            srv = Server(name, sglang_argv(algo, baseline_ms, args.concurrency, budget),
-                         "/health_generate", logs / f"{name}.log")
+            srv = ServerProcess(sglang_argv(algo, baseline_ms, args.concurrency, budget),
+                                logs / f"{name}.log", cwd=ROOT)
             slo_ms = None
         try:
             if name == "sglang-none":  # the baseline: one request in flight

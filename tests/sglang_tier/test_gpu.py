@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+
+from adaserve.sglang.cpu.process import ServerProcess
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU: SGLang's kernels run there")]
@@ -53,34 +51,13 @@ def model(tmp_path_factory) -> str:
     return str(out)
 
 
-class Server:
+class Server(ServerProcess):
     def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sglang.launch_server", "--host", "127.0.0.1", "--port",
-             str(self.port), "--mem-fraction-static", "0.3", "--log-level", "warning", *args],
+        super().__init__(
+            [sys.executable, "-m", "sglang.launch_server", "--host", "127.0.0.1",
+             "--mem-fraction-static", "0.3", "--log-level", "warning", *args], log,
             # the CPU tests' Triton interpreter (conftest) must not reach SGLang's kernels
-            env={**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}, **env},
-            stdout=log.open("w"), stderr=subprocess.STDOUT,
-            start_new_session=True)
-        import httpx
-
-        deadline = time.time() + 900
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"sglang exited: {log.read_text()[-4000:]}")
-            try:
-                if httpx.get(self.url + "/health_generate", timeout=30).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(2)
-        self.stop()
-        raise TimeoutError(f"sglang did not come up: {log.read_text()[-4000:]}")
+            env={**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}, **env})
 
     def generate(self, prompt: str, headers=None, max_new_tokens: int = 48) -> dict:
         import httpx
@@ -90,13 +67,6 @@ class Server:
                                                 max_new_tokens, "ignore_eos": True}})
         r.raise_for_status()
         return r.json()
-
-    def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -25,6 +22,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from adaserve.sglang.cpu.process import ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -37,56 +36,21 @@ BUDGET = 6
 CLASSES = "urgent=1,relaxed=100000,best-effort"
 
 
-class Server:
-    """`adaserve sglang serve-cpu` in its own process group, up when /health_generate is."""
+class Server(ServerProcess):
+    """`adaserve sglang serve-cpu`, with a small pool and the caller's ADASERVE_* only."""
 
     def __init__(self, name: str, args: list[str], env: dict[str, str], logdir: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = logdir / f"{name}.log"
         base = {k: v for k, v in os.environ.items() if not k.startswith("ADASERVE_")
                 or k == "ADASERVE_CACHE_DIR"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "adaserve.cli", "sglang", "serve-cpu", "--port",
-             str(self.port), "--max-running-requests", "8", "--max-total-tokens", "4096",
-             *args], env={**base, **env}, cwd=ROOT, stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 600
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{name} exited: {self.tail()}")
-            try:
-                if httpx.get(self.url + "/health_generate", timeout=60).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(2)
-        self.stop()
-        raise TimeoutError(f"{name} did not come up: {self.tail()}")
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
+        super().__init__([sys.executable, "-m", "adaserve.cli", "sglang", "serve-cpu",
+                          "--max-running-requests", "8", "--max-total-tokens", "4096", *args],
+                         logdir / f"{name}.log", env={**base, **env}, cwd=ROOT,
+                         timeout_s=600)
 
     def generate(self, prompt: str, *, headers=None, max_new_tokens: int = 24, **extra):
-        r = httpx.post(self.url + "/generate", headers=headers or {}, timeout=600, json={
+        return httpx.post(self.url + "/generate", headers=headers or {}, timeout=600, json={
             "text": prompt, "sampling_params": {"temperature": 0, "ignore_eos": True,
                                                 "max_new_tokens": max_new_tokens}, **extra})
-        return r
-
-    def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,66 @@
+"""A server in its own process group, up when its health route answers 200: how the
+SGLang tests and the side-by-side benchmark start `adaserve sglang serve-cpu`,
+`sglang.launch_server` or `adaserve serve`, and stop them with every child (SGLang spawns
+a scheduler and a detokenizer)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``argv`` + ``--port <free port>``, output to ``log``; raises (with the log's tail)
+    if the process exits or is not healthy within ``timeout_s``."""
+
+    def __init__(self, argv: list[str], log: Path, *, health: str = "/health_generate",
+                 env: dict[str, str] | None = None, cwd: Path | None = None,
+                 timeout_s: float = 900.0) -> None:
+        import httpx
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen([*argv, "--port", str(self.port)], env=env, cwd=cwd,
+                                     stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        while time.monotonic() - t0 < timeout_s:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{argv[:4]} exited: {self.tail()}")
+            try:
+                if httpx.get(self.url + health, timeout=60).status_code == 200:
+                    self.start_s = time.monotonic() - t0
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(2)
+        self.stop()
+        raise TimeoutError(f"{argv[:4]} did not come up in {timeout_s:.0f} s: {self.tail()}")
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM to the whole group, SIGKILL after 60 s."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(60)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
