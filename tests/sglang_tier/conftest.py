@@ -4,9 +4,31 @@ suite in that venv). SGLang's Triton tree kernels run here on the CPU through Tr
 interpreter, which has to be chosen before any kernel module is imported."""
 
 import importlib.util
+import json
 import os
+
+import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 if importlib.util.find_spec("sglang") is None:
     collect_ignore_glob = ["test_*.py"]
+
+
+# a config-only Llama checkpoint: SGLang's argument resolution reads the architecture from
+# config.json and loads no weights
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+         "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "num_hidden_layers": 2, "vocab_size": 256, "max_position_embeddings": 512,
+         "rms_norm_eps": 1e-5, "torch_dtype": "float32"}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """That checkpoint's directory, with the plugin loaded as SGLang's launcher does."""
+    from sglang.srt.plugins import load_plugins
+
+    d = tmp_path_factory.mktemp("llama")
+    (d / "config.json").write_text(json.dumps(LLAMA))
+    load_plugins()
+    return str(d)

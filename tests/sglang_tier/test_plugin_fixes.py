@@ -8,7 +8,6 @@ stamp non-streaming requests need. (The algorithm methods SGLang's scheduler cal
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from types import SimpleNamespace
 
@@ -24,7 +23,7 @@ from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker
 from test_http_slo import Recorder, RecordingServing, raw
 from test_report import state
-from test_server_args import LLAMA
+from test_server_args import resolved
 
 from adaserve.sglang import worker as worker_module
 from adaserve.sglang.slo import configured_classes
@@ -43,22 +42,6 @@ def env(monkeypatch):
     configured_classes.cache_clear()
     yield monkeypatch
     configured_classes.cache_clear()
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    d = tmp_path_factory.mktemp("llama")
-    (d / "config.json").write_text(json.dumps(LLAMA))
-    load_plugins()
-    return str(d)
-
-
-def resolve(model, device="cuda") -> dict:
-    """SGLang's launch-time resolution (ServerArgs.resolve_once), as test_server_args."""
-    args = ServerArgs(model_path=model, device=device, speculative_algorithm="ADASERVE",
-                      speculative_draft_model_path=model)
-    args.resolve_once()
-    return args.resolved_dict()
 
 
 # 1. the default budget is read from SGLang's request pool, which exists only after the
@@ -126,17 +109,21 @@ def test_a_bad_slo_setting_stops_the_launch(env, model, settings, name):
     for var, value in settings.items():
         env.setenv(var, value)
     with pytest.raises(ValueError, match=name):
-        resolve(model)
+        resolved(model, speculative_draft_model_path=model)
 
 
 # 4. SGLang turns overlap scheduling off on a CPU for its own algorithms only
 
 def test_overlap_scheduling_is_off_on_a_cpu(env, model):
     env.setenv("ADASERVE_BASELINE_MS", "20")
-    assert resolve(model, device="cpu")["disable_overlap_schedule"] is True
+    def overlap_off(device: str) -> bool:
+        d = resolved(model, device=device, speculative_draft_model_path=model)
+        return d["disable_overlap_schedule"]
+
+    assert overlap_off("cpu") is True
     default = ServerArgs(model_path=model).disable_overlap_schedule  # as given, unresolved
     assert default is False
-    assert resolve(model, device="cuda")["disable_overlap_schedule"] is default  # untouched
+    assert overlap_off("cuda") is default  # untouched
 
 
 # 5. plain SGLang with adaserve installed (the plugin loads into every server) is unchanged

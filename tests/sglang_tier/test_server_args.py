@@ -7,29 +7,13 @@ architecture from config.json and loads no weights."""
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import pytest
-from sglang.srt.plugins import load_plugins
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative import spec_utils
 
 from adaserve.sglang.slo import configured_classes
-
-LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-         "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
-         "num_hidden_layers": 2, "vocab_size": 256, "max_position_embeddings": 512,
-         "rms_norm_eps": 1e-5, "torch_dtype": "float32"}
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    d = tmp_path_factory.mktemp("llama")
-    (d / "config.json").write_text(json.dumps(LLAMA))
-    load_plugins()
-    return str(d)
-
 
 @pytest.fixture(autouse=True)
 def slo_env(monkeypatch):
@@ -40,8 +24,9 @@ def slo_env(monkeypatch):
     configured_classes.cache_clear()
 
 
-def resolved(model, **kw) -> dict:
-    args = ServerArgs(model_path=model, device="cuda", speculative_algorithm="ADASERVE", **kw)
+def resolved(model, device: str = "cuda", **kw) -> dict:
+    """SGLang's launch-time resolution (ServerArgs.resolve_once) of an ADASERVE launch."""
+    args = ServerArgs(model_path=model, device=device, speculative_algorithm="ADASERVE", **kw)
     args.resolve_once()
     return args.resolved_dict()
 
