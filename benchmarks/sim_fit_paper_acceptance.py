@@ -1,9 +1,13 @@
-"""Fit the synthetic acceptance model to the AdaServe paper's Llama-3.1-70B / Llama-3.2-1B pair.
+"""Fit the synthetic acceptance model to one of the AdaServe paper's Fig. 12 model pairs.
 
-Only published numbers exist for that pair: Fig. 12's mean accepted tokens per request per
-verification step (../shared/paper-scale/acceptance/mean_accepted_tokens.csv). The fit
-targets vLLM-Spec(k), chains of k = 4, 6, 8 draft tokens (3.37, 5.00, 6.62); AdaServe's
-own curve (6.23 at RPS 2.6 down to 4.82) is a check, not a target.
+Only published numbers exist for the paper's pairs: Fig. 12's mean accepted tokens per
+request per verification step (../shared/paper-scale/acceptance/mean_accepted_tokens.csv).
+The fit targets vLLM-Spec(k), chains of k = 4, 6, 8 draft tokens; AdaServe's own curve is a
+check, not a target. `--pair llama` (the default): Llama-3.2-1B drafting for Llama-3.1-70B,
+chains 3.37, 5.00, 6.62, AdaServe 6.23 at RPS 2.6 down to 4.82. `--pair qwen`: Qwen2.5-0.5B
+drafting for Qwen2.5-32B, chains 2.97, 4.36, 5.73, AdaServe 3.85 at RPS 2.4 down to 2.93;
+its check trees are depth 3-5, as the artifact's Qwen run scripts cap the tree (max depth
+5, min depth 3, width 3).
 
 What the vLLM-Spec numbers count (docs/sim.md, "Acceptance models", has the evidence):
 draft positions whose token is the target's choice after the draft's own prefix, counted
@@ -14,20 +18,21 @@ without the bonus cannot give these numbers: the bonus one is impossible, the ot
 flat survival. AdaServe's number is FlexFlow's `mean_generated_tokens_per_step`: accepted
 plus bonus tokens over request-steps, the walk's own count.
 
-Everything is measured by running the model: its `trees` for a width-1 chain (or a
-width-3 beam for the check), every node verified, `sim.walk` for what is accepted. Each
-request runs to 256 output tokens, the paper's output length, so requests that accept
-less take more steps and weigh more, as a pooled metric weighs them. Fitted by least
-squares to the three chain points: alignment on a grid of request_spread values, then a
-parabola through the best three. miscalibration stays at the CPU pair's 0.83: no
-reliability table exists for this pair. node_spread stays at the CPU pair's 1.0: on a chain
-it acts only through each request's mean acceptance, which alignment also sets, so chains
-cannot fit both. top_k stays at 8: no tree of width <= 3 uses a child ranked past 3.
+Everything is measured by running the model: its `trees` for a width-1 chain (or a width-3
+beam for the check), every node verified, `sim.walk` for what is accepted. Each request
+runs to 256 output tokens, the paper's output length, so requests that accept less take
+more steps and weigh more, as a pooled metric weighs them. Fitted by least squares to the
+three chain points: alignment on a grid of request_spread values (extended while the best
+is its largest), then a parabola through the best three. miscalibration stays at the CPU
+pair's 0.83: no reliability table exists for this pair. node_spread stays at the CPU pair's
+1.0: on a chain it acts only through each request's mean acceptance, which alignment also
+sets, so chains cannot fit both. top_k stays at 8: no tree of width <= 3 uses a child
+ranked past 3.
 
-Writes adaserve/sim/data/acceptance/synthetic-llama3.1-70b-1b.json and
-results/sim/acceptance-fit-llama70b.{md,json}; 1-2 minutes on 2 cores.
+Writes adaserve/sim/data/acceptance/<model>.json and results/sim/acceptance-fit-<pair>.
+{md,json} (see PAIRS); 1-2 minutes on 2 cores.
 
-    python benchmarks/sim_fit_paper_acceptance.py [--requests 1000]
+    python benchmarks/sim_fit_paper_acceptance.py [--pair {llama,qwen}] [--requests 1000]
 """
 
 from __future__ import annotations
@@ -54,10 +59,33 @@ from adaserve.sim import SyntheticAcceptance, SyntheticParams, walk
 from adaserve.sim.acceptance import DATA
 
 KIT = Path(__file__).resolve().parents[2] / "shared/paper-scale"
-NAME = "synthetic-llama3.1-70b-1b"
 CHAINS = (4, 6, 8)
 OUTPUT_TOKENS = 256  # the paper's fixed output length (Figs. 8, 9, 12)
 SPREADS = (0.0, 0.5, 1.0)
+MAX_SPREAD = 3.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """One of Fig. 12's model pairs: where its points are and where its fit goes."""
+
+    target: str  # the kit CSV's `target` column
+    model: str  # acceptance model name: adaserve/sim/data/acceptance/<model>.json
+    page: str  # results/<page>.{md,json}
+    title: str  # "target / draft", the page's title
+    source: str  # "draft -> target", the model file's source text
+    depths: tuple[int, ...]  # AdaServe-shaped check trees (width 3), the artifact's range
+
+
+PAIRS = {
+    "llama": Pair("meta-llama/Llama-3.1-70B-Instruct", "synthetic-llama3.1-70b-1b",
+                  "sim/acceptance-fit-llama70b", "Llama-3.1-70B / Llama-3.2-1B",
+                  "Llama-3.2-1B -> Llama-3.1-70B", (4, 5, 6, 7, 8)),
+    # the artifact's Qwen run scripts: max tree depth 5, min depth 3, width 3
+    "qwen": Pair("Qwen/Qwen2.5-32B-Instruct", "synthetic-qwen2.5-32b-0.5b",
+                 "sim/acceptance-fit-qwen32b", "Qwen2.5-32B / Qwen2.5-0.5B",
+                 "Qwen2.5-0.5B -> Qwen2.5-32B", (3, 4, 5)),
+}
 
 
 @dataclasses.dataclass
@@ -130,10 +158,12 @@ def fit_alignment(base: SyntheticParams, what: str, target: np.ndarray, n: int, 
 
 def fit(base: SyntheticParams, what: str, target: np.ndarray, n: int, seed: int,
         spreads: tuple[float, ...]) -> tuple[SyntheticParams, list[dict]]:
-    """Least squares over (alignment, request_spread): the profile over spreads, then a
-    parabola through the best grid point and its neighbours."""
-    rows, start = [], (0.9, 0.95)
-    for s in spreads:
+    """Least squares over (alignment, request_spread): the profile over spreads, extended a
+    step at a time up to MAX_SPREAD while its largest spread is the best, then a parabola
+    through the best grid point and its neighbours."""
+    spreads, rows, start = list(spreads), [], (0.9, 0.95)
+    while len(rows) < len(spreads):
+        s = spreads[len(rows)]
         a, v = fit_alignment(dataclasses.replace(base, request_spread=s), what, target, n, seed,
                              start)
         start = (a, min(a + 0.01, 0.999))
@@ -141,6 +171,9 @@ def fit(base: SyntheticParams, what: str, target: np.ndarray, n: int, seed: int,
                      "sse": float(((v - target) ** 2).sum())})
         print(f"  {what}: request_spread {s:.2f} -> alignment {a:.4f}, "
               f"values {np.round(v, 3).tolist()}, SSE {rows[-1]['sse']:.4f}", flush=True)
+        if (len(rows) == len(spreads) > 1 and spreads[-1] < MAX_SPREAD
+                and rows[-1]["sse"] == min(r["sse"] for r in rows)):
+            spreads.append(round(2 * spreads[-1] - spreads[-2], 2))  # the optimum lies past it
     best = int(np.argmin([r["sse"] for r in rows]))
     s = spreads[best]
     if 0 < best < len(rows) - 1:
@@ -160,12 +193,12 @@ def fit(base: SyntheticParams, what: str, target: np.ndarray, n: int, seed: int,
                                alignment=round(final["alignment"], 4)), rows
 
 
-def paper_points(kit: Path) -> tuple[dict[int, float], dict[float, float]]:
-    """Fig. 12 for Llama-3.1-70B: vLLM-Spec(k) by k, AdaServe by RPS."""
+def paper_points(kit: Path, target: str) -> tuple[dict[int, float], dict[float, float]]:
+    """Fig. 12 for one target model: vLLM-Spec(k) by k, AdaServe by RPS."""
     spec, ada = {}, {}
     with open(kit / "acceptance/mean_accepted_tokens.csv", newline="") as f:
         for row in csv.DictReader(f):
-            if row["target"] != "meta-llama/Llama-3.1-70B-Instruct":
+            if row["target"] != target:
                 continue
             if row["method"].startswith("vLLM-Spec("):
                 spec[int(row["method"][len("vLLM-Spec("):].split(")")[0])] = float(row["tau"])
@@ -184,6 +217,7 @@ def profile_table(rows: list[dict]) -> list[str]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pair", choices=sorted(PAIRS), default="llama")
     p.add_argument("--requests", type=int, default=1000, help="requests per fit evaluation")
     p.add_argument("--check-requests", type=int, default=1000, help="held-out requests")
     p.add_argument("--node-spread", type=float, default=1.0)
@@ -192,7 +226,12 @@ def main() -> int:
     args = p.parse_args()
     torch.set_num_threads(1)
     t_start = time.perf_counter()
-    spec, ada = paper_points(args.kit)
+    pair = PAIRS[args.pair]
+    spec, ada = paper_points(args.kit, pair.target)
+    if sorted(spec) != list(CHAINS) or not ada:
+        raise ValueError(f"{args.kit}: Fig. 12 needs vLLM-Spec{CHAINS} and AdaServe rows for "
+                         f"target {pair.target!r}; found vLLM-Spec{tuple(sorted(spec))} and "
+                         f"{len(ada)} AdaServe rows")
     target = np.array([spec[k] for k in CHAINS])
     base = SyntheticParams(top_k=8, node_spread=args.node_spread, miscalibration=0.83)
 
@@ -205,9 +244,10 @@ def main() -> int:
     held = chains(fitted, args.check_requests, 1)
     tree_model = SyntheticAcceptance(fitted)
     trees = {d: run_lives(tree_model, SpecPlan(depth=d, width=3), args.check_requests, 1)
-             for d in range(4, 9)}
+             for d in pair.depths}
+    d_lo, d_hi = pair.depths[0], pair.depths[-1]
     prefix_trees = {d: run_lives(SyntheticAcceptance(prefix_fit), SpecPlan(depth=d, width=3),
-                                 args.check_requests, 1) for d in (4, 8)}
+                                 args.check_requests, 1) for d in (d_lo, d_hi)}
 
     fitted_row = min(profile, key=lambda r: r["sse"])
     fit_values = np.array(fitted_row["values"])
@@ -217,7 +257,7 @@ def main() -> int:
     command = shlex.join(["python", "benchmarks/sim_fit_paper_acceptance.py", *sys.argv[1:]])
 
     lines = [
-        "# Synthetic acceptance for Llama-3.1-70B / Llama-3.2-1B, fitted to the paper's Fig. 12",
+        f"# Synthetic acceptance for {pair.title}, fitted to the paper's Fig. 12",
         "",
         f"- command: `{command}`",
         f"- machine: {machine()}",
@@ -268,7 +308,8 @@ def main() -> int:
     ]
     lines += [
         "",
-        "## Check: AdaServe's trees (width 3, depth 4-8, batch 1, every node verified)",
+        f"## Check: AdaServe's trees (width 3, depth {d_lo}-{d_hi}, batch 1, every node "
+        "verified)",
         "",
         f"Paper, AdaServe at RPS {', '.join(str(r) for r in sorted(ada)[:3])}: "
         f"{', '.join(f'{v:.2f}' for v in ada_low)} tokens per step (accepted + bonus); "
@@ -291,15 +332,16 @@ def main() -> int:
     lines += [
         "",
         f"Its AdaServe-shape tree (alignment {prefix_fit.alignment}, request_spread "
-        f"{prefix_fit.request_spread}), accepted + bonus: depth 4 "
-        f"{prefix_trees[4].pooled('accepted') + 1:.3f}, depth 8 "
-        f"{prefix_trees[8].pooled('accepted') + 1:.3f}.",
+        f"{prefix_fit.request_spread}), accepted + bonus: depth {d_lo} "
+        f"{prefix_trees[d_lo].pooled('accepted') + 1:.3f}, depth {d_hi} "
+        f"{prefix_trees[d_hi].pooled('accepted') + 1:.3f}.",
         "",
     ]
     text = "\n".join(lines)
 
+    flag = "" if args.pair == p.get_default("pair") else f" --pair {args.pair}"
     model_file = {
-        "name": NAME,
+        "name": pair.model,
         "kind": "synthetic",
         "top_k": fitted.top_k,
         "alignment": fitted.alignment,
@@ -307,9 +349,9 @@ def main() -> int:
         "node_spread": fitted.node_spread,
         "miscalibration": fitted.miscalibration,
         "source": (
-            "`python benchmarks/sim_fit_paper_acceptance.py` (results/sim/acceptance-fit-"
-            "llama70b.md), against the AdaServe paper's Fig. 12 for Llama-3.2-1B -> "
-            "Llama-3.1-70B (../shared/paper-scale/acceptance/mean_accepted_tokens.csv): "
+            f"`python benchmarks/sim_fit_paper_acceptance.py{flag}` (results/{pair.page}.md), "
+            f"against the AdaServe paper's Fig. 12 for {pair.source} "
+            "(../shared/paper-scale/acceptance/mean_accepted_tokens.csv): "
             f"alignment {fitted.alignment} and request_spread {fitted.request_spread} are the "
             "least-squares fit of the chains' positionwise accepted draft tokens per step "
             "(vLLM v0's count, pooled over request-steps, each request decoded to 256 tokens) "
@@ -320,10 +362,10 @@ def main() -> int:
             "chain node_spread acts only through each request's mean acceptance, which "
             "alignment also sets; no tree of width <= 3 uses a child ranked past 3."),
         "notes": [
-            "Check, not fitted: a width-3 beam tree of depth 4-8 at batch 1, every node "
-            "verified, gives " + ", ".join(
+            f"Check, not fitted: a width-3 beam tree of depth {d_lo}-{d_hi} at batch 1, every "
+            "node verified, gives " + ", ".join(
                 f"{lv.pooled('accepted') + 1:.2f}" for lv in trees.values())
-            + " tokens per step (accepted + bonus) for depth 4..8; the paper's AdaServe "
+            + f" tokens per step (accepted + bonus) for depth {d_lo}..{d_hi}; the paper's AdaServe "
             f"gives {min(ada_low):.2f}-{max(ada_low):.2f} at RPS {min(ada)}-{sorted(ada)[2]}.",
             "The paper's chain numbers count positions past the first rejection. What a "
             "chain commits per step in the simulator (the walk, + bonus) is lower: "
@@ -333,7 +375,7 @@ def main() -> int:
         ],
     }
     if not args.no_write_model:
-        (DATA / f"{NAME}.json").write_text(json.dumps(model_file, indent=2) + "\n")
+        (DATA / f"{pair.model}.json").write_text(json.dumps(model_file, indent=2) + "\n")
     data = {
         "command": command,
         "machine": machine(), "date": dt.date.today().isoformat(), "commit": commit(),
@@ -348,7 +390,7 @@ def main() -> int:
         "prefix_reading": {"fitted": dataclasses.asdict(prefix_fit), "profile": prefix_profile,
                            "trees": {d: lv.pooled("accepted") for d, lv in prefix_trees.items()}},
     }
-    write_results("sim/acceptance-fit-llama70b", text, data)
+    write_results(pair.page, text, data)
     return 0
 
 
