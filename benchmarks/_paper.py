@@ -1,0 +1,50 @@
+"""The AdaServe paper's two set-ups as the simulator runs them (issue 19), shared by the
+draft-cost calibration and the figure pages.
+
+Each names its hardware model, its acceptance model and the engine limits the artifact's
+run scripts give AdaServe (../shared/paper-scale/latency/adaserve_artifact_params.csv, the
+"exps/fig8,9|fig10|fig11|fig14|fig15 run scripts" rows): tree depth and width caps and
+the batch cap. The baselines get the same batch cap: the kit has no vLLM max-num-seqs for
+the paper's runs (vLLM's default is 256), and one cap keeps the comparison about policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parents[2] / "shared" / "paper-scale"
+KIT_REF = "../shared/paper-scale"  # how pages name the kit
+
+# The paper's systems, in its legend order, and how they are named here
+SYSTEMS = ("adaserve", "sarathi", "vllm", "vllm-spec-4", "vllm-spec-6", "vllm-spec-8")
+PAPER_NAME = {"adaserve": "AdaServe", "sarathi": "Sarathi-Serve", "vllm": "vLLM",
+              "vllm-spec-4": "vLLM-Spec(4)", "vllm-spec-6": "vLLM-Spec(6)",
+              "vllm-spec-8": "vLLM-Spec(8)"}
+
+
+@dataclass(frozen=True, slots=True)
+class PaperSetup:
+    key: str  # llama | qwen
+    title: str
+    hardware: str  # a shipped hardware model (drafting priced: the calibrated one)
+    free_draft_hardware: str  # the same without a draft cost (issue 17's model)
+    acceptance: str
+    max_depth: int
+    max_width: int
+    max_batch: int
+    speculation_share: float  # Fig. 15: speculation's share of AdaServe's iteration time
+    draft_params_b: float  # the draft's parameters, billions (LM head included)
+
+
+LLAMA = PaperSetup(
+    key="llama", title="Llama-3.1-70B-Instruct (TP4 A100), draft Llama-3.2-1B",
+    hardware="llama3.1-70b-a100-tp4-draft", free_draft_hardware="llama3.1-70b-a100-tp4",
+    acceptance="synthetic-llama3.1-70b-1b", max_depth=8, max_width=3, max_batch=64,
+    speculation_share=0.315, draft_params_b=1.236)
+QWEN = PaperSetup(
+    key="qwen", title="Qwen2.5-32B-Instruct (TP2 A100), draft Qwen2.5-0.5B",
+    hardware="qwen2.5-32b-a100-tp2-draft", free_draft_hardware="qwen2.5-32b-a100-tp2",
+    acceptance="synthetic-qwen2.5-32b-0.5b", max_depth=5, max_width=3, max_batch=80,
+    speculation_share=0.270, draft_params_b=0.494)
+SETUPS = {s.key: s for s in (LLAMA, QWEN)}

@@ -1,0 +1,215 @@
+"""The AdaServe paper's Figs. 8-11, simulated, beside the paper's own values (issue 19).
+
+For each figure and set-up (Llama-3.1-70B TP4, Qwen2.5-32B TP2, both on A100), every
+system runs every trace of that figure from the authors' artifact, with several
+acceptance seeds, through the engine's own scheduling loop on the simulated executor.
+Hardware: the artifact's verify table plus the drafts priced to the paper's Fig. 15
+(sim_paper_draft.py); acceptance: the synthetic models fitted to Fig. 12.
+
+Each page (results/sim/fig8.md, fig9.md, fig10.md, fig11.md) has a plot of our curve
+and the paper's per system, a table of the difference per point with the spread over
+seeds, and the issue's goals computed from the data. Runs are kept under
+results/sim/runs/ and reused while their inputs are unchanged (_paper_runs.py).
+
+    python benchmarks/sim_paper_figures.py [--figures fig8,fig10,fig11] [--pairs llama,qwen]
+        [--systems ...] [--seeds 0,1,2] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from _common import RESULTS, commit, machine
+from _paper import KIT, KIT_REF, PAPER_NAME, SETUPS, SYSTEMS, PaperSetup
+from _paper_runs import Task, run_all, spread
+from _paper_values import read as read_paper
+from sim_paper_goals import goals_fig8, ordering, improvement
+
+IMPROVED = ("adaserve-triage", "adaserve-calibrated")
+OUT = RESULTS / "sim"
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    key: str
+    axis: str
+    pattern: str  # trace file name with {x}
+    xs: dict[str, tuple[str, ...]]  # per pair, as the file names spell them
+    paper: dict[str, int]  # metric -> the paper's figure number
+    fmt: str = "{:g}"
+
+
+FIGURES = {
+    "fig8": Figure("fig8", "requests per second", "fig8_9_rps{x}_ol256.csv",
+                   {"llama": ("2.6", "2.8", "3.0", "3.2", "3.4", "3.6", "3.8", "4.0", "4.2",
+                              "4.4", "4.6", "4.8"),
+                    "qwen": ("2.4", "2.6", "2.8", "3.0", "3.2", "3.4", "3.6", "3.8", "4.0",
+                             "4.2")},
+                   {"attainment": 8, "goodput": 9}),
+    "fig10": Figure("fig10", "urgent (Cat. 1) share", "fig10_rps4.0_prop{x}.csv",
+                    dict.fromkeys(("llama", "qwen"),
+                                  ("0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9")),
+                    {"attainment": 10, "goodput": 10}),
+    "fig11": Figure("fig11", "Cat. 1 SLO scale (x baseline)", "fig11_slo{x}_ol256.csv",
+                    dict.fromkeys(("llama", "qwen"), ("1.6", "1.4", "1.2", "1.0", "0.8", "0.6")),
+                    {"attainment": 11, "goodput": 11}),
+}
+UNIT = {"attainment": "%", "goodput": "tok/s"}
+
+
+def tasks_of(fig: Figure, setup: PaperSetup, systems, seeds, hardware: str = "") -> list[Task]:
+    return [Task(setup, KIT / "traces" / fig.pattern.format(x=x), s, seed, hardware)
+            for x in fig.xs[setup.key] for s in systems for seed in seeds]
+
+
+def curves(fig: Figure, setup: PaperSetup, systems, seeds, results, hardware: str = ""):
+    """{metric: {system: {x: [value per seed]}}}"""
+    out = {"attainment": {}, "goodput": {}, "tokens_per_step": {}}
+    for s in systems:
+        for m in out:
+            out[m][s] = {}
+        for x in fig.xs[setup.key]:
+            runs = [results[Task(setup, KIT / "traces" / fig.pattern.format(x=x), s, seed,
+                                 hardware)] for seed in seeds]
+            out["attainment"][s][float(x)] = [r["classes"]["overall"]["attainment"] for r in runs]
+            out["goodput"][s][float(x)] = [r["classes"]["overall"]["goodput"] for r in runs]
+            out["tokens_per_step"][s][float(x)] = [r["tokens_per_step"] for r in runs]
+    return out
+
+
+def plot(path: Path, fig: Figure, metric: str, ours: dict, paper: dict, systems) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = list(ours)
+    f, axes = plt.subplots(1, len(pairs), figsize=(6.2 * len(pairs), 4.2), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, pair in zip(axes[0], pairs):
+        for i, s in enumerate(systems):
+            c = colors[i % len(colors)]
+            xs = sorted(ours[pair][metric][s])
+            m = np.array([np.mean(ours[pair][metric][s][x]) for x in xs])
+            lo = np.array([np.min(ours[pair][metric][s][x]) for x in xs])
+            hi = np.array([np.max(ours[pair][metric][s][x]) for x in xs])
+            ax.plot(xs, m, "-", color=c, label=f"{s} (sim)")
+            ax.fill_between(xs, lo, hi, color=c, alpha=0.2, linewidth=0)
+            p = paper.get(pair, {}).get(s)
+            if p:
+                px = sorted(p)
+                ax.plot(px, [p[x] for x in px], "--o", color=c, markersize=3, alpha=0.8,
+                        label=f"{PAPER_NAME.get(s, s)} (paper)")
+        ax.set_title(SETUPS[pair].title, fontsize=9)
+        ax.set_xlabel(fig.axis)
+        ax.set_ylabel(f"{metric} ({UNIT[metric]})")
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=6.5, ncol=2, loc="best")
+    f.tight_layout()
+    f.savefig(path, dpi=110)
+    plt.close(f)
+
+
+def table(fig: Figure, pair: str, metric: str, ours: dict, paper: dict, systems) -> list[str]:
+    xs = [float(x) for x in fig.xs[pair]]
+    head = "| system | | " + " | ".join(fig.fmt.format(x) for x in xs) + " |"
+    rows = [head, "|---|---|" + "---|" * len(xs)]
+    nd = 1 if metric == "attainment" else 0
+    for s in systems:
+        mine = [spread(ours[metric][s][x]) for x in xs]
+        p = paper.get(pair, {}).get(s, {})
+        rows.append(f"| {s} | sim | " + " | ".join(
+            f"{m:.{nd}f} ({lo:.{nd}f}-{hi:.{nd}f})" for m, lo, hi in mine) + " |")
+        if p:
+            rows.append(f"| | paper | " + " | ".join(
+                f"{p[x]:.{nd}f}" if x in p else "–" for x in xs) + " |")
+            diff = [(m - p[x]) if x in p else None for (m, _, _), x in zip(mine, xs)]
+            unit = "" if metric == "attainment" else ""
+            rows.append(f"| | difference | " + " | ".join(
+                "–" if d is None else (f"**{d:+.{nd}f}**" if metric == "attainment" and abs(d) > 10
+                                       else f"{d:+.{nd}f}{unit}") for d in diff) + " |")
+    return rows
+
+
+def page(fig: Figure, metric_list, data, paper_all, systems, seeds, meta) -> str:
+    name = fig.key if metric_list != ["goodput"] else "fig9"
+    png = f"{name}.png"
+    lines = [f"# Fig. {name[3:]} simulated: {' and '.join(metric_list)} against {fig.axis}", "",
+             *meta, ""]
+    for metric in metric_list:
+        paper = {pair: paper_all.get((fig.paper[metric], pair, metric), {}) for pair in data}
+        mpng = png if len(metric_list) == 1 else f"{name}-{metric}.png"
+        plot(OUT / mpng, fig, metric, data, paper, systems)
+        lines += [f"## {metric.capitalize()}", "", f"![{metric}]({mpng})", "",
+                  "Solid: simulated, mean over seeds with the min-max band; dashed: the "
+                  "paper's values read off its plot (about +/-1 point, +/-10 tok/s).", ""]
+        for pair in data:
+            lines += [f"### {SETUPS[pair].title}", "",
+                      *table(fig, pair, metric, data[pair], paper, systems), ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--figures", default="fig8,fig10,fig11")
+    p.add_argument("--pairs", default="llama,qwen")
+    p.add_argument("--systems", default=",".join(SYSTEMS + IMPROVED))
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--run-only", action="store_true", help="run and keep, write no page")
+    args = p.parse_args()
+    if not (KIT / "traces").is_dir():
+        print(f"needs the paper-scale kit at {KIT}", file=sys.stderr)
+        return 2
+    figs = [FIGURES[f] for f in args.figures.split(",")]
+    pairs = [SETUPS[k] for k in args.pairs.split(",")]
+    systems = tuple(args.systems.split(","))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    t0 = time.perf_counter()
+    tasks = [t for fig in figs for s in pairs for t in tasks_of(fig, s, systems, seeds)]
+    results = run_all(tasks, args.jobs)
+    if args.run_only:
+        return 0
+    paper_all = read_paper(KIT / "paper_results.md")
+    run_wall = sum(r["wall_s"] for r in results.values())
+    for fig in figs:
+        data = {s.key: curves(fig, s, systems, seeds, results) for s in pairs}
+        meta = [
+            f"- command: `python benchmarks/sim_paper_figures.py {' '.join(sys.argv[1:])}` "
+            f"({len(tasks)} runs of every figure asked, {run_wall / 60:.0f} min of simulation "
+            "wall time, kept under results/sim/runs/)",
+            f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
+            *[f"- {s.title}: hardware `{s.hardware}` (the artifact's verify table, the "
+              "attention term, the draft priced to Fig. 15: [draft-cost.md](draft-cost.md)), "
+              f"acceptance `{s.acceptance}` (fitted to Fig. 12), the artifact's caps: tree "
+              f"depth <= {s.max_depth}, width <= {s.max_width}, batch <= {s.max_batch}; "
+              "Eq. 8 depth as published" for s in pairs],
+            f"- traces: the authors' `{KIT_REF}/traces/{fig.pattern.format(x='<x>')}`; "
+            f"{len(seeds)} acceptance seeds ({args.seeds}); systems as the engine runs them "
+            "(adaserve/engine/systems.py)",
+        ]
+        if fig.key == "fig8":
+            goals = goals_fig8(data, paper_all, systems)
+            for metric, name in (("attainment", "fig8"), ("goodput", "fig9")):
+                text = page(fig, [metric], data, paper_all, systems, seeds, meta)
+                text += "\n" + "\n".join(goals) + "\n"
+                (OUT / f"{name}.md").write_text(text)
+                print(f"wrote results/sim/{name}.md")
+        else:
+            text = page(fig, ["attainment", "goodput"], data, paper_all, systems, seeds, meta)
+            text += "\n" + "\n".join(ordering(fig, data, paper_all, systems)
+                                     + improvement(fig, data, systems)) + "\n"
+            (OUT / f"{fig.key}.md").write_text(text)
+            print(f"wrote results/sim/{fig.key}.md")
+    print(f"{time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
