@@ -257,8 +257,9 @@ def _distill(args: argparse.Namespace) -> int:
 def _list_policies(_: argparse.Namespace) -> int:
     from adaserve.scheduler import POLICIES
 
+    width = max(map(len, POLICIES))
     for name, cls in POLICIES.items():
-        print(f"{name:15s} {cls.summary}")
+        print(f"{name:{width}s} {cls.summary}")
     return 0
 
 

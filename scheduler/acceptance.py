@@ -93,6 +93,71 @@ class AcceptanceTracker:
         self._per_request.pop(request_id, None)
 
 
+class RequestCalibration:
+    """Exponentially decayed ratio of accepted to predicted draft tokens, per request.
+
+    ``Calibration`` below is the engine's report: cumulative and global, for a reliability
+    diagram. A scheduler needs what it does not keep: a current estimate per request, since
+    how far a draft over-promises varies with the text it drafts. Per iteration a request's
+    selected non-root nodes predict sum f(v) accepted tokens and the target accepts some
+    number beyond the root; the ratio rho = decayed accepted / decayed predicted. As in
+    ``AcceptanceTracker``, a request's own sums are shrunk toward the global ratio by
+    ``prior_weight`` predicted tokens, and the global one toward 1 (f taken at its word)
+    the same way, so a new request starts at the batch's ratio and a request that drafted
+    little stays near it.
+    """
+
+    def __init__(self, decay: float = 0.9, prior_weight: float = 2.0) -> None:
+        if not (math.isfinite(decay) and 0 < decay <= 1):
+            raise ValueError(f"decay must be in (0, 1] (1 = never forget), got {decay!r}")
+        if not (math.isfinite(prior_weight) and prior_weight >= 0):
+            raise ValueError(
+                f"prior_weight must be finite and >= 0 (predicted tokens), got {prior_weight!r}"
+            )
+        self.decay = decay
+        self.prior_weight = prior_weight
+        self._accepted = 0.0
+        self._predicted = 0.0
+        self._per_request: dict[Hashable, tuple[float, float]] = {}
+
+    def observe(self, request_ids: Sequence[Hashable], predicted: Any, accepted: Any) -> None:
+        """Record one iteration: request i's selected non-root nodes summed to predicted[i]
+        in f(v) and accepted[i] of them were accepted."""
+        pred = np.asarray(predicted, dtype=np.float64).ravel()
+        acc = np.asarray(accepted, dtype=np.float64).ravel()
+        if not (len(request_ids) == pred.size == acc.size):
+            raise ValueError(
+                f"request_ids, predicted and accepted must have equal lengths, "
+                f"got {len(request_ids)}, {pred.size}, {acc.size}"
+            )
+        if not (np.all(np.isfinite(pred)) and np.all(pred >= 0) and np.all(acc >= 0)):
+            raise ValueError("predicted and accepted must be finite token counts >= 0")
+        # Global sums decay once per call: one call is one engine iteration.
+        self._accepted = self.decay * self._accepted + float(acc.sum())
+        self._predicted = self.decay * self._predicted + float(pred.sum())
+        for rid, a, p in zip(request_ids, acc.tolist(), pred.tolist()):
+            old_a, old_p = self._per_request.get(rid, (0.0, 0.0))
+            self._per_request[rid] = (self.decay * old_a + a, self.decay * old_p + p)
+
+    def ratio(self, request_id: Hashable | None = None) -> float:
+        """rho: the global ratio, or the request's own shrunk toward it (1 with no data)."""
+        w = self.prior_weight
+        denom = self._predicted + w
+        glob = (self._accepted + w) / denom if denom > 0 else 1.0
+        if request_id is None or request_id not in self._per_request:
+            return float(glob)
+        a, p = self._per_request[request_id]
+        return float((a + glob * w) / (p + w)) if p + w > 0 else float(glob)
+
+    def ratios(self, request_ids: Sequence[Hashable]) -> np.ndarray:
+        """Per-request rho, shape (len(request_ids),)."""
+        return np.array([self.ratio(rid) for rid in request_ids], dtype=np.float64)
+
+    def forget(self, request_id: Hashable) -> None:
+        """Drop a finished or aborted request's history (no-op if unknown)."""
+        self._per_request.pop(request_id, None)
+
+
 @dataclass(frozen=True, slots=True)
 class CalibrationBin:
     """One reliability-diagram bin: predicted vs observed means of `count` items in [lo, hi)."""

@@ -14,7 +14,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from adaserve.scheduler.acceptance import AcceptanceTracker, expected_chain_tokens
+from collections.abc import Hashable, Sequence
+
+from adaserve.scheduler.acceptance import (AcceptanceTracker, RequestCalibration,
+                                           expected_chain_tokens)
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.selection import (
@@ -24,10 +27,12 @@ from adaserve.scheduler.selection import (
     select_global_greedy,
     select_roots,
     select_slo_customized,
+    top_yield,
 )
 from adaserve.scheduler.shape import SpecPlan, depth_width
 from adaserve.scheduler.slo import BatchView, capped_requirement
 from adaserve.scheduler.tree import CandidateBatch
+from adaserve.scheduler.triage import unreachable
 
 _IDLE = SpecPlan(depth=0, width=0)
 
@@ -64,6 +69,15 @@ class Policy(ABC):
         if candidates.n != batch.n:
             raise ValueError(f"{candidates.n} candidate trees for a batch of {batch.n}")
         return self._select(batch, plan, candidates)
+
+    def observe(self, request_ids: Sequence[Hashable], selection: Selection,
+                accepted: np.ndarray) -> None:
+        """After verification: request i accepted ``accepted[i]`` ([n] int) of the non-root
+        nodes ``selection`` chose for it. Policies that learn from it override this."""
+
+    def forget(self, request_id: Hashable) -> None:
+        """Drop a finished or aborted request's state."""
+        self.acceptance.forget(request_id)
 
     def predict_latency(self, batch: BatchView, plan: SpecPlan, verify_tokens: int) -> float:
         if self.latency is None:
@@ -132,6 +146,74 @@ class AdaServePolicy(_BudgetedPolicy):
         return select_slo_customized(candidates, self.config.budget, requirement,
                                      capped_requirement(requirement, plan.depth),
                                      self.config.slo_cap(batch.n))
+
+
+class AdaServeTriagePolicy(_BudgetedPolicy):
+    """AdaServe, with requests that can no longer attain their SLO served best-effort.
+
+    Algorithm 2 serves the most-behind request first, so one that has fallen out of reach
+    takes up to n_max tokens every iteration until it ends and still misses, and the
+    requests after it starve. Here a request is given up for the iteration when even the
+    most the SLO phase could give it, a_max = min(1 + top n_max - 1 f(v) of its tree,
+    d + 1), cannot bring its final TPOT within the SLO (``triage.unreachable``). Its
+    requirement and target become none for the SLO phase; it still competes for the
+    budget in the throughput phase. Unknown horizons (``remaining_tokens`` None): adaserve.
+    """
+
+    name = "adaserve-triage"
+    summary = "adaserve, requests that cannot reach their SLO any more served best-effort"
+
+    def _select(self, batch, plan, candidates):
+        requirement = batch.requirements(plan.t_spec_s)
+        target = capped_requirement(requirement, plan.depth)
+        n_max = self.config.slo_cap(batch.n)
+        if batch.remaining_tokens is not None:
+            a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]
+            lost = unreachable(batch, a_max, plan.t_spec_s)  # [n]
+            requirement = np.where(lost, 0.0, requirement)
+            target = np.where(lost, 1.0, target)  # 1: nothing asked of the SLO phase
+        return select_slo_customized(candidates, self.config.budget, requirement, target,
+                                     n_max)
+
+
+class AdaServeCalibratedPolicy(_BudgetedPolicy):
+    """AdaServe, counting each node as rho_r * f(v) tokens in the SLO phase.
+
+    The draft's path probabilities are miscalibrated (an overconfident draft's f(v) sums
+    promise more than the target accepts), so the SLO phase, which stops adding nodes once
+    the sum of f reaches A_cap, under-provisions the requests it means to save. rho_r is
+    the request's decayed ratio of accepted to predicted tokens (``RequestCalibration``,
+    fed by ``observe`` after every verification): a request whose drafts over-promise
+    (rho < 1) gets more nodes to reach A_cap, one whose drafts under-promise fewer.
+    """
+
+    name = "adaserve-calibrated"
+    summary = "adaserve, SLO phase counts f(v) scaled by each request's accepted/predicted ratio"
+
+    def __init__(self, config, latency=None, acceptance=None):
+        super().__init__(config, latency, acceptance)
+        self.calibration = RequestCalibration()
+
+    def _select(self, batch, plan, candidates):
+        requirement = batch.requirements(plan.t_spec_s)
+        return select_slo_customized(candidates, self.config.budget, requirement,
+                                     capped_requirement(requirement, plan.depth),
+                                     self.config.slo_cap(batch.n),
+                                     worth=self.calibration.ratios(batch.request_ids))
+
+    def observe(self, request_ids, selection, accepted):
+        # only requests that drafted say anything about the draft: a root-only tree
+        # predicts 0 and accepts 0, and would just decay the evidence
+        predicted = selection.expected_accepted - 1.0  # [n] sum f of non-root nodes
+        drafted = np.flatnonzero(selection.counts > 1)
+        if drafted.size == 0:
+            return
+        self.calibration.observe([request_ids[i] for i in drafted], predicted[drafted],
+                                 np.asarray(accepted)[drafted])
+
+    def forget(self, request_id):
+        super().forget(request_id)
+        self.calibration.forget(request_id)
 
 
 class GlobalGreedyPolicy(_BudgetedPolicy):
@@ -259,8 +341,9 @@ def _chain(k: int) -> SpecPlan:
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (AdaServePolicy, GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy,
-                TurboSpecPolicy, IncrementalPolicy, *STATIC_CHAINS)
+    for cls in (AdaServePolicy, AdaServeTriagePolicy, AdaServeCalibratedPolicy,
+                GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy, TurboSpecPolicy,
+                IncrementalPolicy, *STATIC_CHAINS)
 }
 
 

@@ -121,10 +121,14 @@ def _result(c: CandidateBatch, mask: np.ndarray, target: np.ndarray) -> Selectio
 
 
 def select_slo_customized(c: CandidateBatch, budget: int, requirement: np.ndarray,
-                          target: np.ndarray, n_max: int) -> Selection:
+                          target: np.ndarray, n_max: int,
+                          worth: np.ndarray | None = None) -> Selection:
     """AdaServe selection: SLO-customized phase, then throughput-optimized phase.
 
     ``requirement`` is A(r) (orders the SLO phase, most behind first); ``target`` is A_cap.
+    ``worth`` ([n], None = 1) scales what the SLO phase counts a node as, worth[i] * f(v)
+    tokens instead of f(v), for a draft known to over- or under-promise on request i; the
+    ranking, the throughput phase and ``expected_accepted`` keep the raw f.
     """
     target = np.asarray(target, np.float64)
     spare = max(budget - c.n, 0)
@@ -136,10 +140,12 @@ def select_slo_customized(c: CandidateBatch, budget: int, requirement: np.ndarra
         # its tree's sum (root = 1) is below target and it holds fewer than n_max tokens;
         # rows are served most-behind first until the budget runs out.
         cols, f = _row_ranking(c, cost, pressed, n_max - 1)
+        gain = f if worth is None else f * np.asarray(worth, np.float64)[pressed, None]
         # Sequential running sum from the root's 1: the same arithmetic as adding f one
         # node at a time (Algorithm 1), bit for bit. It never decreases, so the nodes still
         # below target form a prefix and counting them is enough.
-        acc = np.cumsum(np.concatenate([np.ones((pressed.size, 1)), f[:, :-1]], axis=1), axis=1)
+        acc = np.cumsum(np.concatenate([np.ones((pressed.size, 1)), gain[:, :-1]], axis=1),
+                        axis=1)
         wanted = (acc < (target[pressed] - SLO_EPS)[:, None]) & (f > 0)
         need = np.minimum(wanted.sum(axis=1), n_max - 1)  # [P]
         order = np.argsort(-np.asarray(requirement, np.float64)[pressed], kind="stable")
@@ -152,6 +158,15 @@ def select_slo_customized(c: CandidateBatch, budget: int, requirement: np.ndarra
     # Algorithm 2 lines 18-23: the globally best remaining nodes. Restricted to one request
     # the global order is its own rank order, so the winners extend each prefix.
     return _result(c, slo_mask | _top_k(c, cost, spare), target)
+
+
+def top_yield(c: CandidateBatch, k: int) -> np.ndarray:
+    """[n] expected tokens of each request's k best nodes, root included: 1 + the sum of
+    the k - 1 highest f(v) of its tree (fewer where the tree has fewer usable nodes)."""
+    if k <= 1 or c.n == 0:
+        return np.ones(c.n)
+    _, f = _row_ranking(c, _costs(c), np.arange(c.n), k - 1)
+    return 1.0 + f[:, : k - 1].sum(axis=1)
 
 
 def select_global_greedy(c: CandidateBatch, budget: int) -> Selection:

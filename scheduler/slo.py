@@ -58,12 +58,15 @@ class RequestProgress:
     decode_latency_s: float = 0.0
     decoded_tokens: int = 0
     context_tokens: int = 0
+    remaining_tokens: int | None = None  # R, output tokens still to come; None: unknown
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.decode_latency_s) or self.decode_latency_s < 0:
             raise ValueError(f"decode latency must be finite and >= 0, got {self.decode_latency_s}")
         if self.decoded_tokens < 0 or self.context_tokens < 0:
             raise ValueError("decoded and context token counts must be >= 0")
+        if self.remaining_tokens is not None and self.remaining_tokens < 0:
+            raise ValueError(f"remaining tokens must be None or >= 0, got {self.remaining_tokens}")
 
     def requirement(self, t_spec_s: float) -> float:
         """A(r): tokens this iteration must accept for the request to stay on its SLO."""
@@ -81,15 +84,22 @@ class BatchView:
     decode_latency_s: np.ndarray  # [n] float64, l
     decoded_tokens: np.ndarray  # [n] int64, o
     context_tokens: np.ndarray  # [n] int64, tokens already in the KV cache
+    # [n] int64, R: output tokens still to come at most (max_tokens - generated). None: the
+    # horizon is unknown (an engine that does not fill it in); policies then never triage.
+    remaining_tokens: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.request_ids)
         for name in ("tpot_slo_s", "decode_latency_s", "decoded_tokens", "context_tokens"):
             if np.shape(getattr(self, name)) != (n,):
                 raise ValueError(f"BatchView.{name} must have shape ({n},)")
+        if self.remaining_tokens is not None and np.shape(self.remaining_tokens) != (n,):
+            raise ValueError(f"BatchView.remaining_tokens must be None or have shape ({n},)")
 
     @classmethod
     def from_progress(cls, requests: Sequence[RequestProgress]) -> BatchView:
+        """The batch of ``requests``; remaining_tokens is known only if every request has it."""
+        known = bool(requests) and all(r.remaining_tokens is not None for r in requests)
         return cls(
             request_ids=tuple(r.request_id for r in requests),
             tpot_slo_s=np.array(
@@ -98,6 +108,8 @@ class BatchView:
             decode_latency_s=np.array([r.decode_latency_s for r in requests], np.float64),
             decoded_tokens=np.array([r.decoded_tokens for r in requests], np.int64),
             context_tokens=np.array([r.context_tokens for r in requests], np.int64),
+            remaining_tokens=(np.array([r.remaining_tokens for r in requests], np.int64)
+                              if known else None),
         )
 
     @property

@@ -181,9 +181,10 @@ class EngineCore:
             # a tree is a geometric trial per depth: a accepted of its selected depth d,
             # a failure only when a < d (counting nodes instead would log a failure on
             # every fully accepted path of a wide tree)
+            accepted = np.array([len(a) for a in res.accepted], np.int64)  # [n]
             self.policy.acceptance.observe([r.id for r in reqs],
-                                           np.where(sel.mask, cands.depth, 0).max(1),
-                                           [len(a) for a in res.accepted])
+                                           np.where(sel.mask, cands.depth, 0).max(1), accepted)
+            self.policy.observe(view.request_ids, sel, accepted)
             self._observe_calibration(cands, sel.mask, res.accepted)
         now = self.clock()
         done = []
@@ -213,7 +214,11 @@ class EngineCore:
         lat = np.array([0.0 if r.t_first is None else now - r.t_first for r in reqs])
         dec = np.array([max(0, len(r.tokens) - r.n_prompt - 1) for r in reqs], np.int64)
         ctx = np.array([r.target_len for r in reqs], np.int64)
-        return BatchView(tuple(r.id for r in reqs), slo.reshape(n), lat.reshape(n), dec, ctx)
+        # R: tokens max_tokens still allows (an upper bound when EOS may end it sooner)
+        left = np.array([r.params.max_tokens - (len(r.tokens) - r.n_prompt) for r in reqs],
+                        np.int64)
+        return BatchView(tuple(r.id for r in reqs), slo.reshape(n), lat.reshape(n), dec, ctx,
+                         np.maximum(left, 0))
 
     def _observe_calibration(self, cands: CandidateBatch, selected: np.ndarray,
                              accepted: list[np.ndarray]) -> None:
@@ -335,7 +340,7 @@ class EngineCore:
                 delta: str = "", error: str | None = None) -> Output:
         r.phase, r.finish_reason = Phase.DONE, reason
         self.by_id.pop(r.id, None)
-        self.policy.acceptance.forget(r.id)
+        self.policy.forget(r.id)
         return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=r.stats(),
                       error=error)
 

@@ -73,8 +73,9 @@ def test_config_rejects_bad_values(kwargs):
 
 
 def test_registry_and_unknown_name():
-    assert set(POLICIES) == {"adaserve", "global-greedy", "equal-greedy", "specinfer",
-                             "turbospec", "incremental", "chain-4", "chain-6", "chain-8"}
+    assert set(POLICIES) == {"adaserve", "adaserve-triage", "adaserve-calibrated",
+                             "global-greedy", "equal-greedy", "specinfer", "turbospec",
+                             "incremental", "chain-4", "chain-6", "chain-8"}
     with pytest.raises(ValueError, match="adaserve"):
         make_policy("eagle", SchedulerConfig(budget=16))
 
@@ -96,7 +97,7 @@ def test_every_policy_runs_an_iteration(name):
         candidates = _specinfer_candidates(batch.n, plan.expansion)
     sel = policy.select(batch, plan, candidates)
     assert sel.n == 4 and np.all(sel.counts >= 1)
-    if name in ("adaserve", "global-greedy", "equal-greedy"):
+    if name.startswith("adaserve") or name in ("global-greedy", "equal-greedy"):
         assert sel.tokens <= config.budget
     if name == "incremental":
         assert plan.depth == 0 and sel.tokens == 4
