@@ -34,6 +34,7 @@ class PaperSetup:
     max_width: int
     max_batch: int
     speculation_share: float  # Fig. 15: speculation's share of AdaServe's iteration time
+    # (0: not measured for this pair; its draft borrows the Llama fit's constant)
     draft_params_b: float  # the draft's parameters, billions (LM head included)
 
 
@@ -48,3 +49,19 @@ QWEN = PaperSetup(
     acceptance="synthetic-qwen2.5-32b-0.5b", max_depth=5, max_width=3, max_batch=80,
     speculation_share=0.270, draft_params_b=0.494)
 SETUPS = {s.key: s for s in (LLAMA, QWEN)}
+
+# Seed 002's own set-up (its §6): Llama-2 targets on A100 from Vidur's profiles, the draft
+# Felladrin/Llama-160M-Chat-v1, priced as the paper's drafts are with the per-forward
+# constant of the Llama-3.2-1B fit (no breakdown was measured for this pair). The seed
+# states no tree caps or batch cap: the engine's defaults (D 8, W 16, batch 64).
+SEED_70B = PaperSetup(
+    key="seed70b", title="Llama-2-70B-chat (TP4 A100), draft Llama-160M",
+    hardware="vidur-llama2-70b-a100-tp4-draft", free_draft_hardware="vidur-llama2-70b-a100-tp4",
+    acceptance="synthetic-llama2-70b-160m", max_depth=8, max_width=16, max_batch=64,
+    speculation_share=0.0, draft_params_b=0.138)
+SEED_7B = PaperSetup(
+    key="seed7b", title="Llama-2-7B-chat (TP1 A100), draft Llama-160M",
+    hardware="vidur-llama2-7b-a100-tp1-draft", free_draft_hardware="vidur-llama2-7b-a100-tp1",
+    acceptance="synthetic-llama2-70b-160m", max_depth=8, max_width=16, max_batch=64,
+    speculation_share=0.0, draft_params_b=0.138)
+SEED_SETUPS = {s.key: s for s in (SEED_70B, SEED_7B)}

@@ -48,9 +48,9 @@ class Task:
 
     def inputs(self) -> dict:
         return {"trace_sha": _sha(self.trace), "hardware": self.hw_name,
-                "hardware_sha": _sha(HW_DATA / f"{self.hw_name}.json"),
+                "hardware_sha": _model_sha(HW_DATA / f"{self.hw_name}.json"),
                 "acceptance": self.setup.acceptance,
-                "acceptance_sha": _sha(ACC_DATA / f"{self.setup.acceptance}.json"),
+                "acceptance_sha": _model_sha(ACC_DATA / f"{self.setup.acceptance}.json"),
                 "system": self.system, "seed": self.seed, "max_batch": self.setup.max_batch,
                 "max_depth": self.setup.max_depth, "max_width": self.setup.max_width,
                 "prefill_chunk": PREFILL_CHUNK, "cost_aware_depth": False}
@@ -64,6 +64,13 @@ class Task:
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _model_sha(path: Path) -> str:
+    """A model file's hash over what the simulation reads: its prose (source, notes) may
+    be reworded without making every kept run stale."""
+    d = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("source", "notes")}
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
 def cached(task: Task) -> dict | None:

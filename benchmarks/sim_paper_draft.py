@@ -34,7 +34,7 @@ import sys
 import time
 
 from _common import RESULTS, commit, machine
-from _paper import KIT, KIT_REF, SETUPS, PaperSetup
+from _paper import KIT, KIT_REF, SEED_SETUPS, SETUPS, PaperSetup
 
 from adaserve.loadgen.records import summarize
 from adaserve.sim import SimSetup, load_acceptance
@@ -45,9 +45,11 @@ from adaserve.sim.workload import read_paper_trace
 TRACE = KIT / "traces" / "fig15_rps3.6_ol128.csv"
 VIDUR_8B = "vidur-llama3-8b-a100-tp1"
 VIDUR_8B_PARAMS_B = 6.98  # Llama-3-8B less its embedding and LM head (2 x 128256 x 4096)
+SEED_DRAFT = "Felladrin/Llama-160M-Chat-v1"  # seed 002 §6
 A100_BW = 2.039e12  # B/s, the kit README's A100-80GB figure
 # the drafts' shapes (config.json): layers, KV heads, head dim
-DRAFT_SHAPE = {"llama": (16, 8, 64), "qwen": (24, 2, 64)}
+DRAFT_SHAPE = {"llama": (16, 8, 64), "qwen": (24, 2, 64), "seed70b": (12, 12, 64),
+               "seed7b": (12, 12, 64)}
 
 
 def draft_model(setup: PaperSetup, c_ms: float) -> TableCost:
@@ -136,6 +138,7 @@ def calibrate(setup: PaperSetup, requests, lo: float = 0.0, hi: float = 40.0,
 
 def write_model(setup: PaperSetup, c_ms: float, share: float) -> HardwareModel:
     base = json.loads((DATA / f"{setup.free_draft_hardware}.json").read_text())
+    base["draft_model"] = base.get("draft_model") or SEED_DRAFT
     cost = draft_model(setup, c_ms)
     r = setup.draft_params_b / VIDUR_8B_PARAMS_B
     base.update({
@@ -143,17 +146,22 @@ def write_model(setup: PaperSetup, c_ms: float, share: float) -> HardwareModel:
         "draft": {"kind": "table", "tokens": list(cost.tokens), "ms": list(cost.ms),
                   "attention_ms_per_1k_context": cost.attention_ms_per_1k_context},
         "source": base["source"] + f"; draft: {r:.4f} x Vidur's Llama-3-8B A100 TP1 table "
-                  f"({VIDUR_8B}) + {c_ms:.3f} ms per forward, the constant calibrated so that "
-                  f"AdaServe's simulated speculation share on {KIT_REF}/traces/{TRACE.name} "
-                  f"is the paper's Fig. 15 value {setup.speculation_share:.1%} (simulated "
-                  f"{share:.2%}): `python benchmarks/sim_paper_draft.py`, results/sim/"
+                  f"({VIDUR_8B}) + {c_ms:.3f} ms per forward, " + (
+                      "the constant calibrated so that AdaServe's simulated speculation share "
+                      f"on {KIT_REF}/traces/{TRACE.name} is the paper's Fig. 15 value "
+                      f"{setup.speculation_share:.1%} (simulated {share:.2%})"
+                      if setup.speculation_share else
+                      "the constant of the Llama-3.2-1B fit (no breakdown measured for this "
+                      "pair)") + ": `python benchmarks/sim_paper_draft.py`, results/sim/"
                   "draft-cost.md",
     })
     base["notes"] = [n for n in base.get("notes", []) if "not in the kit: drafting is charged"
                      not in n] + [
         f"draft ({base['draft_model']}): {setup.draft_params_b} B parameters (LM head "
         f"included) / {VIDUR_8B_PARAMS_B} B = {r:.4f} of the 8B's measured per-forward time, "
-        f"plus {c_ms:.3f} ms per forward fitted to Fig. 15; attention "
+        f"plus {c_ms:.3f} ms per forward ("
+        + ("fitted to Fig. 15" if setup.speculation_share else "the Llama-3.2-1B fit's")
+        + "); attention "
         f"{cost.attention_ms_per_1k_context} ms per 1,000 cached tokens (its KV bytes at "
         "2.039 TB/s). The draft shares the target's first GPU (the paper's placement), "
         "so its time adds to the iteration; it is charged for prefill (every prompt is "
@@ -185,6 +193,15 @@ def main() -> int:
             f"{' / '.join(f'{x:.1f}' for x in data[key]['draft_ms_1_64_192'])} | "
             f"{free['share']:.1%} | {share:.1%} | {100 * final['attainment']:.1f} |")
         print(rows[-1], flush=True)
+    # the seed's set-ups borrow the Llama fit's constant
+    llama_c = data["llama"]["c_ms"] if "llama" in data else json.loads(
+        (RESULTS / "sim" / "draft-cost.json").read_text())["pairs"]["llama"]["c_ms"]
+    for setup in SEED_SETUPS.values():
+        write_model(setup, llama_c, 0.0)
+        d1 = draft_model(setup, llama_c)
+        rows.append(f"| {setup.title} | not measured | {llama_c:.2f} (Llama's) | "
+                    f"{' / '.join(f'{d1.predict(0, n) * 1e3:.1f}' for n in (1, 64, 192))} "
+                    "| – | – | – |")
     text = "\n".join([
         "# The paper's drafts, priced and calibrated to its Fig. 15", "",
         f"- command: `python benchmarks/sim_paper_draft.py {' '.join(sys.argv[1:])}`, "
@@ -198,7 +215,9 @@ def main() -> int:
         "| set-up | paper speculation share | fitted c, ms per draft forward | draft forward "
         "ms at 1 / 64 / 192 tokens | share at c = 0 | simulated share | attainment % |",
         "|---|---|---|---|---|---|---|", *rows, "",
-        "Shipped as `llama3.1-70b-a100-tp4-draft` and `qwen2.5-32b-a100-tp2-draft` "
+        "Shipped as `llama3.1-70b-a100-tp4-draft`, `qwen2.5-32b-a100-tp2-draft` and, for "
+        "seed 002's own set-up, `vidur-llama2-70b-a100-tp4-draft` and "
+        "`vidur-llama2-7b-a100-tp1-draft` "
         "(adaserve/sim/data/hardware/); the figure pages run on these. c is a fitted "
         "constant, not a measurement of the draft: it stands for everything a small model's "
         "step costs beyond reading and multiplying its weights at an 8B's efficiency "
