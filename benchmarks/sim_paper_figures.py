@@ -27,13 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from _common import RESULTS, commit, machine
-from _paper import KIT, KIT_REF, PAPER_NAME, SETUPS, SYSTEMS, PaperSetup
+from _paper import KIT, KIT_REF, PAPER_NAME, SEED_SETUPS, SETUPS, SYSTEMS, PaperSetup
 from _paper_runs import Task, run_all, spread
 from _paper_values import read as read_paper
 from sim_paper_goals import goals_fig8, ordering, improvement
 
 IMPROVED = ("adaserve-triage", "adaserve-calibrated")
 OUT = RESULTS / "sim"
+ALL_SETUPS = {**SETUPS, **SEED_SETUPS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,10 @@ class Figure:
     xs: dict[str, tuple[str, ...]]  # per pair, as the file names spell them
     paper: dict[str, int]  # metric -> the paper's figure number
     fmt: str = "{:g}"
+    folder: Path = KIT / "traces"
+
+    def trace(self, x: str) -> Path:
+        return self.folder / self.pattern.format(x=x)
 
 
 FIGURES = {
@@ -65,7 +70,7 @@ UNIT = {"attainment": "%", "goodput": "tok/s"}
 
 
 def tasks_of(fig: Figure, setup: PaperSetup, systems, seeds, hardware: str = "") -> list[Task]:
-    return [Task(setup, KIT / "traces" / fig.pattern.format(x=x), s, seed, hardware)
+    return [Task(setup, fig.trace(x), s, seed, hardware)
             for x in fig.xs[setup.key] for s in systems for seed in seeds]
 
 
@@ -76,8 +81,7 @@ def curves(fig: Figure, setup: PaperSetup, systems, seeds, results, hardware: st
         for m in out:
             out[m][s] = {}
         for x in fig.xs[setup.key]:
-            runs = [results[Task(setup, KIT / "traces" / fig.pattern.format(x=x), s, seed,
-                                 hardware)] for seed in seeds]
+            runs = [results[Task(setup, fig.trace(x), s, seed, hardware)] for seed in seeds]
             out["attainment"][s][float(x)] = [r["classes"]["overall"]["attainment"] for r in runs]
             out["goodput"][s][float(x)] = [r["classes"]["overall"]["goodput"] for r in runs]
             out["tokens_per_step"][s][float(x)] = [r["tokens_per_step"] for r in runs]
@@ -106,7 +110,7 @@ def plot(path: Path, fig: Figure, metric: str, ours: dict, paper: dict, systems)
                 px = sorted(p)
                 ax.plot(px, [p[x] for x in px], "--o", color=c, markersize=3, alpha=0.8,
                         label=f"{PAPER_NAME.get(s, s)} (paper)")
-        ax.set_title(SETUPS[pair].title, fontsize=9)
+        ax.set_title(ALL_SETUPS[pair].title, fontsize=9)
         ax.set_xlabel(fig.axis)
         ax.set_ylabel(f"{metric} ({UNIT[metric]})")
         ax.grid(alpha=0.3)
@@ -150,7 +154,7 @@ def page(fig: Figure, metric_list, data, paper_all, systems, seeds, meta) -> str
                   "Solid: simulated, mean over seeds with the min-max band; dashed: the "
                   "paper's values read off its plot (about +/-1 point, +/-10 tok/s).", ""]
         for pair in data:
-            lines += [f"### {SETUPS[pair].title}", "",
+            lines += [f"### {ALL_SETUPS[pair].title}", "",
                       *table(fig, pair, metric, data[pair], paper, systems), ""]
     return "\n".join(lines)
 
