@@ -9,12 +9,11 @@ comparison, and the static chains of the paper's vLLM-Spec(k) baselines.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
-
-from collections.abc import Hashable, Sequence
 
 from adaserve.scheduler.acceptance import (AcceptanceTracker, RequestCalibration,
                                            expected_chain_tokens)

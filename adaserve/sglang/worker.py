@@ -156,7 +156,8 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         for rid in [r for r in self.first_token_at if r not in live]:
             del self.first_token_at[rid]  # finished or aborted
         slo = np.empty(len(batch.reqs))
-        l, o, ctx = (np.zeros(len(batch.reqs)) for _ in range(3))
+        l, o, ctx, left = (np.zeros(len(batch.reqs)) for _ in range(4))
+        horizon_known = True  # adaserve-triage needs every request's remaining tokens
         for i, req in enumerate(batch.reqs):
             s = scheduled_slo(req.sampling_params.custom_params, self.classes,
                               self.default_class)
@@ -167,8 +168,12 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
             l[i] = now - self.first_token_at[req.rid]
             o[i] = max(len(req.output_ids) - 1, 0)
             ctx[i] = len(req.origin_input_ids) + len(req.output_ids)
+            cap = getattr(req.sampling_params, "max_new_tokens", None)
+            horizon_known = horizon_known and cap is not None
+            left[i] = max((cap or 0) - len(req.output_ids), 0)
         return BatchView(tuple(r.rid for r in batch.reqs), slo, l, o.astype(np.int64),
-                         ctx.astype(np.int64))
+                         ctx.astype(np.int64),
+                         left.astype(np.int64) if horizon_known else None)
 
     def draft(self, batch, *, with_topology: bool = False):
         if batch.forward_mode.is_idle() or not batch.reqs:
