@@ -51,6 +51,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=64, help="running requests at most")
     p.add_argument("--prefill-chunk", type=int, default=512,
                    help="prompt tokens prefilled per iteration, across requests")
+    p.add_argument("--max-depth", type=int, default=8, help="D_max of Eq. 8")
+    p.add_argument("--max-width", type=int, default=16, help="W_max of Eq. 9")
+    p.add_argument("--eq8-depth", action="store_true",
+                   help="Eq. 8's depth as published (default: cut where the priced draft "
+                        "lowers predicted goodput, as `adaserve serve` does)")
     p.add_argument("--seeds", default="0",
                    help="comma separated; each seeds the requests' drafts and target (and, "
                         "with --rate, the arrivals and classes)")
@@ -115,7 +120,8 @@ def _main(args: argparse.Namespace) -> int:
                          "or --rate gives only lengths: run it with `adaserve bench --backend "
                          "sim`, whose prompts are the load generator's")
     setup = SimSetup(hw, acceptance, budget=args.budget, max_batch=args.max_batch,
-                     prefill_chunk=args.prefill_chunk)
+                     prefill_chunk=args.prefill_chunk, max_depth=args.max_depth,
+                     max_width=args.max_width, cost_aware_depth=not args.eq8_depth)
     check_policies(setup, policies)
     workload, describe = _workload_of(args, baseline)
     command = "adaserve simulate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
@@ -136,6 +142,8 @@ def _main(args: argparse.Namespace) -> int:
                     "acceptance": str(args.acceptance), "workload": describe,
                     "baseline_latency_ms": baseline, "budget": res.budget,
                     "max_batch": args.max_batch, "prefill_chunk": args.prefill_chunk,
+                    "max_depth": args.max_depth, "max_width": args.max_width,
+                    "eq8_depth": args.eq8_depth,
                     "requests": len(reqs), "iterations": res.iterations,
                     "simulated_s": res.simulated_s, "wall_s": res.wall_s})
     print(f"\n{len(policies) * len(seeds)} runs in {time.perf_counter() - t0:.1f} s wall"

@@ -132,3 +132,30 @@ def test_the_progress_bar_is_for_a_terminal_only(trace, monkeypatch):
     assert f"incremental s0:   0%|          | 0/{len(ROWS)}" in term.getvalue()  # a bar
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     assert not shows_progress(quiet=False)
+
+
+def test_tree_caps_and_eq8_depth_reach_the_engine(tmp_path, trace):
+    """The figure pages' settings (tree caps, Eq. 8 depth as published) are CLI flags, so a
+    page's point is one `adaserve simulate` command: its records are the library run's."""
+    from adaserve.sim import SimSetup, load_acceptance
+    from adaserve.sim.hardware import HardwareModel
+    from adaserve.sim.run import run
+
+    out = tmp_path / "out"
+    flags = ["--max-depth", "2", "--max-width", "1", "--eq8-depth", "--max-batch", "4"]
+    assert main(["simulate", "--trace", str(trace), "--hardware",
+                 "llama3.1-70b-a100-tp4-draft", "--acceptance", "synthetic-llama3.1-70b-1b",
+                 "--policies", "adaserve", "--out", str(out), "--quiet", *flags]) == 0
+    summary = json.loads((out / "adaserve" / "summary.json").read_text())
+    assert (summary["max_depth"], summary["max_width"], summary["eq8_depth"]) == (2, 1, True)
+    hw = HardwareModel.load("llama3.1-70b-a100-tp4-draft")
+    lib = run(SimSetup(hw, load_acceptance("synthetic-llama3.1-70b-1b"), max_batch=4,
+                       prefill_chunk=512, max_depth=2, max_width=1, cost_aware_depth=False),
+              read_paper_trace(trace, hw.baseline_latency_ms))
+    cli = read_jsonl(out / "adaserve" / "records.jsonl")
+    assert [r.last_token_s for r in cli] == [r.last_token_s for r in lib.records]
+    # and the caps matter: the default caps (8, 16) time the same requests differently
+    wide = run(SimSetup(hw, load_acceptance("synthetic-llama3.1-70b-1b"), max_batch=4,
+                        prefill_chunk=512, cost_aware_depth=False),
+               read_paper_trace(trace, hw.baseline_latency_ms))
+    assert [r.last_token_s for r in wide.records] != [r.last_token_s for r in lib.records]
