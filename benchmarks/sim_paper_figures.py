@@ -194,6 +194,11 @@ def main() -> int:
               f"acceptance `{s.acceptance}` (fitted to Fig. 12), the artifact's caps: tree "
               f"depth <= {s.max_depth}, width <= {s.max_width}, batch <= {s.max_batch}; "
               "Eq. 8 depth as published" for s in pairs],
+            *[f"- one point of {s.key} as a command (the same runs): `adaserve simulate "
+              f"--trace {KIT_REF}/traces/{fig.pattern.format(x='<x>')} --hardware "
+              f"{s.hardware} --acceptance {s.acceptance} --policies <system> --seeds "
+              f"{args.seeds} --max-batch {s.max_batch} --max-depth {s.max_depth} "
+              f"--max-width {s.max_width} --eq8-depth --prefill-chunk 512`" for s in pairs],
             f"- traces: the authors' `{KIT_REF}/traces/{fig.pattern.format(x='<x>')}`; "
             f"{len(seeds)} acceptance seeds ({args.seeds}); systems as the engine runs them "
             "(adaserve/engine/systems.py)",
