@@ -199,6 +199,9 @@ def main() -> int:
               f"{s.hardware} --acceptance {s.acceptance} --policies <system> --seeds "
               f"{args.seeds} --max-batch {s.max_batch} --max-depth {s.max_depth} "
               f"--max-width {s.max_width} --eq8-depth --prefill-chunk 512`" for s in pairs],
+            "- where a curve and the paper's differ by more than 10 points (bold below), "
+            "the reasons, measured one knob at a time, are in [ablation.md](ablation.md) "
+            "and discussed in [docs/sim.md](../../docs/sim.md#the-papers-figures)",
             f"- traces: the authors' `{KIT_REF}/traces/{fig.pattern.format(x='<x>')}`; "
             f"{len(seeds)} acceptance seeds ({args.seeds}); systems as the engine runs them "
             "(adaserve/engine/systems.py)",

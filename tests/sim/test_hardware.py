@@ -11,7 +11,8 @@ from adaserve.scheduler import LatencyModel
 from adaserve.sim import HardwareModel, TableCost, available, linear_fit
 
 KIT_LATENCY = Path(__file__).resolve().parents[3] / "shared" / "paper-scale" / "latency"
-VIDUR = [n for n in available() if n.startswith("vidur-")]
+VIDUR = [n for n in available() if n.startswith("vidur-") and not n.endswith("-draft")]
+PRICED = [n for n in available() if n.endswith("-draft")]
 
 
 def test_shipped_models_load_and_name_their_sources():
@@ -82,6 +83,24 @@ def test_the_paper_scale_models_are_shipped():
     assert qwen.verify_s(0, [1]) == pytest.approx(0.028)  # the baseline as the 1-token row
     assert qwen.verify_s(0, [1024]) == pytest.approx(0.188)
     assert qwen.fuses_prefill and not qwen.pads_rows and qwen.draft is None
+
+
+@pytest.mark.parametrize("name", PRICED)
+def test_a_priced_draft_model_is_its_base_plus_a_scaled_8b_draft(name):
+    """benchmarks/sim_paper_draft.py: the base model untouched, the draft r x the 8B's
+    forward + one constant per forward (the same at every batch size)."""
+    hw, base = HardwareModel.load(name), HardwareModel.load(name.removesuffix("-draft"))
+    assert hw.target == base.target and hw.budget == base.budget
+    assert hw.baseline_latency_ms == base.baseline_latency_ms and base.draft is None
+    assert hw.draft_model and hw.draft is not None
+    eight_b = HardwareModel.load("vidur-llama3-8b-a100-tp1").target
+    scale = (hw.draft.ms[-1] - hw.draft.ms[0]) / (eight_b.ms[-1] - eight_b.ms[0])
+    constant = hw.draft.ms[0] - scale * eight_b.ms[0]
+    assert 0 < scale < 0.2 and 1.0 < constant < 4.0
+    for d, e in zip(hw.draft.ms, eight_b.ms):
+        assert d == pytest.approx(scale * e + constant, abs=2e-4)
+    # drafting now costs: a 64-token draft step is a few ms, not nothing
+    assert 0.002 < hw.draft_s(0, [64]) < 0.006
 
 
 @pytest.mark.skipif(not KIT_LATENCY.is_dir(), reason="no paper-scale kit")

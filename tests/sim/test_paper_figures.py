@@ -8,11 +8,16 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import _paper_values  # noqa: E402
-import sim_paper_goals as goals  # noqa: E402
-from sim_paper_figures import FIGURES  # noqa: E402
+# the scripts import their siblings by name; benchmarks/ leaves sys.path afterwards, since
+# it holds modules (engine.py) that would shadow the test packages of the same names
+_BENCH = str(Path(__file__).resolve().parents[2] / "benchmarks")
+sys.path.insert(0, _BENCH)
+try:
+    import _paper_values
+    import sim_paper_goals as goals
+    from sim_paper_figures import FIGURES
+finally:
+    sys.path.remove(_BENCH)
 
 PAPER_MD = """\
 ### Fig. 8 [plot]
