@@ -159,6 +159,15 @@ def page(fig: Figure, metric_list, data, paper_all, systems, seeds, meta) -> str
     return "\n".join(lines)
 
 
+def _identical(fig: Figure, pairs) -> str:
+    """The x values whose trace files are the same bytes, e.g. "3.8 = 4.0"."""
+    from _paper_runs import _sha
+    groups: dict[str, list[str]] = {}
+    for x in sorted({x for s in pairs for x in fig.xs[s.key]}, key=float):
+        groups.setdefault(_sha(fig.trace(x)), []).append(x)
+    return ", ".join(" = ".join(g) for g in groups.values() if len(g) > 1)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--figures", default="fig8,fig10,fig11")
@@ -206,6 +215,10 @@ def main() -> int:
             f"{len(seeds)} acceptance seeds ({args.seeds}); systems as the engine runs them "
             "(adaserve/engine/systems.py)",
         ]
+        same = _identical(fig, pairs)
+        if same:
+            meta.append("- the kit ships some of these traces twice under two names, byte for "
+                        f"byte ({same}): they are one set of runs, shown at both points")
         if fig.key == "fig8":
             goals = goals_fig8(data, paper_all, systems)
             for metric, name in (("attainment", "fig8"), ("goodput", "fig9")):
