@@ -32,6 +32,9 @@ RUNS = RESULTS / "sim" / "runs"
 ACC_DATA = HW_DATA.parent / "acceptance"
 PREFILL_CHUNK = 512  # `adaserve simulate`'s default: tokens prefilled per iteration
 TTFT_SLO_MS = 5000.0
+# Systems that draft nothing: an acceptance seed picks only their (unseen) token ids, so
+# every seed gives the same timings; they run once, under seed 0, for all seeds.
+NO_DRAFT = ("vllm", "sarathi", "incremental")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,10 @@ class Task:
     hardware: str = ""  # "" = the set-up's (drafting priced)
 
     @property
+    def run_seed(self) -> int:
+        return 0 if self.system in NO_DRAFT else self.seed
+
+    @property
     def hw_name(self) -> str:
         return self.hardware or self.setup.hardware
 
@@ -51,7 +58,8 @@ class Task:
                 "hardware_sha": _model_sha(HW_DATA / f"{self.hw_name}.json"),
                 "acceptance": self.setup.acceptance,
                 "acceptance_sha": _model_sha(ACC_DATA / f"{self.setup.acceptance}.json"),
-                "system": self.system, "seed": self.seed, "max_batch": self.setup.max_batch,
+                "system": self.system, "seed": self.run_seed,
+                "max_batch": self.setup.max_batch,
                 "max_depth": self.setup.max_depth, "max_width": self.setup.max_width,
                 "prefill_chunk": PREFILL_CHUNK, "cost_aware_depth": False}
 
@@ -59,7 +67,7 @@ class Task:
     def path(self) -> Path:
         hw = "" if not self.hardware else f"{self.hardware}/"
         return (RUNS / self.setup.key / hw / _sha(self.trace)[:12]
-                / f"{self.system}-s{self.seed}.json")
+                / f"{self.system}-s{self.run_seed}.json")
 
 
 def _sha(path: Path) -> str:
@@ -89,7 +97,7 @@ def execute(task: Task) -> dict:
                    max_batch=task.setup.max_batch, prefill_chunk=PREFILL_CHUNK,
                    max_depth=task.setup.max_depth, max_width=task.setup.max_width,
                    cost_aware_depth=False)
-    res = run(sim, requests, seed=task.seed)
+    res = run(sim, requests, seed=task.run_seed)
     rows = summarize(res.records, TTFT_SLO_MS)
     ok = [r for r in res.records if r.status == "ok"]
     steps = [r.output_tokens / r.server["accepted_tokens_per_step"] for r in ok
@@ -115,7 +123,7 @@ def execute(task: Task) -> dict:
 def _execute_logged(task: Task) -> tuple[Task, dict]:
     t0 = time.perf_counter()
     out = execute(task)
-    print(f"  {task.setup.key} {task.trace.stem} {task.system} s{task.seed}: "
+    print(f"  {task.setup.key} {task.trace.stem} {task.system} s{task.run_seed}: "
           f"{out['classes']['overall']['attainment']:.1f}% "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
     return task, out

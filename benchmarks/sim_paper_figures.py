@@ -18,6 +18,7 @@ results/sim/runs/ and reused while their inputs are unchanged (_paper_runs.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import sys
 import time
@@ -176,11 +177,17 @@ def main() -> int:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--run-only", action="store_true", help="run and keep, write no page")
+    p.add_argument("--points", default=None,
+                   help="only these x values of each figure, comma separated (default: all)")
     args = p.parse_args()
     if not (KIT / "traces").is_dir():
         print(f"needs the paper-scale kit at {KIT}", file=sys.stderr)
         return 2
     figs = [FIGURES[f] for f in args.figures.split(",")]
+    if args.points:
+        keep = set(args.points.split(","))
+        figs = [dataclasses.replace(f, xs={k: tuple(x for x in v if x in keep)
+                                           for k, v in f.xs.items()}) for f in figs]
     pairs = [SETUPS[k] for k in args.pairs.split(",")]
     systems = tuple(args.systems.split(","))
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -212,8 +219,9 @@ def main() -> int:
             "the reasons, measured one knob at a time, are in [ablation.md](ablation.md) "
             "and discussed in [docs/sim.md](../../docs/sim.md#the-papers-figures)",
             f"- traces: the authors' `{KIT_REF}/traces/{fig.pattern.format(x='<x>')}`; "
-            f"{len(seeds)} acceptance seeds ({args.seeds}); systems as the engine runs them "
-            "(adaserve/engine/systems.py)",
+            f"{len(seeds)} acceptance seeds ({args.seeds}; vllm and sarathi draft nothing, so a "
+            "seed cannot change their timings: they run once); systems as the engine runs "
+            "them (adaserve/engine/systems.py)",
         ]
         same = _identical(fig, pairs)
         if same:
