@@ -133,3 +133,13 @@ def test_budgets_lie_within_the_tables():
         hw = HardwareModel.load(name)
         if isinstance(hw.target, TableCost):
             assert hw.target.tokens[0] <= hw.budget <= hw.target.tokens[-1], name
+
+
+def test_a_fused_verify_on_a_table_that_dips_costs_nothing_extra_not_negative():
+    """Vidur's tables dip (all-reduce steps): a 16-token prefill fused with 16 verify
+    tokens prices below the prefill alone; the verify then adds nothing, and the simulated
+    clock never runs backwards."""
+    hw = HardwareModel.load("vidur-llama3-70b-a100-tp4")
+    assert hw.target.predict(0, 32) < hw.target.predict(0, 16)
+    assert hw.fused_verify_s(0, [16], 0, [16]) == 0.0
+    assert hw.fused_verify_s(0, [112], 0, [16]) > 0
