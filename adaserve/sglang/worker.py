@@ -36,6 +36,7 @@ import torch
 from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker, StandaloneWorkerV2
 
 from adaserve.scheduler import BatchView, SchedulerConfig, make_policy
+from adaserve.scheduler.selection import Selection
 from adaserve.sglang.links import unlink
 from adaserve.sglang.select import Organized, organize
 from adaserve.sglang.shapes import DraftShape, DraftShapes
@@ -110,6 +111,9 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self.view: BatchView | None = None
         self.plan = None
         self.organized: Organized | None = None
+        # the last selection, its requests and their output lengths then: the next draft
+        # reads what each accepted from how far its output grew (observe_accepted)
+        self.verified: tuple[tuple, Selection, np.ndarray] | None = None
         self._shapes: DraftShapes | None | bool = None  # False: a chain draft, no shapes
         self.shape: DraftShape | None = None
 
@@ -148,6 +152,28 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         B lower, to study per-request trees, not to speed anything up."""
         return self.speculative_num_draft_tokens * int(self.req_to_token_pool.size)
 
+    def observe_accepted(self, batch) -> None:
+        """Feed the policy what the last verification accepted (``Policy.observe``:
+        adaserve-calibrated learns from it). SGLang reports no per-request accept count to
+        the draft worker, so it is read here, one iteration on: a request's output grew by
+        its accepted nodes plus the bonus token. Requests that finished since are skipped.
+        With overlap scheduling (off on a CPU) the growth can lag an iteration, which a
+        decayed ratio absorbs."""
+        if self.verified is None:
+            return
+        rids, selection, before = self.verified
+        self.verified = None
+        now = {r.rid: len(r.output_ids) for r in batch.reqs}
+        rows = np.array([i for i, rid in enumerate(rids) if rid in now], np.int64)
+        if rows.size == 0:
+            return
+        grown = np.array([now[rids[i]] for i in rows]) - before[rows]
+        chosen = selection.counts[rows] - 1  # non-root nodes verified
+        accepted = np.clip(grown - 1, 0, chosen)
+        sub = Selection(selection.mask[rows], selection.expected_accepted[rows],
+                        selection.target[rows])
+        self.policy.observe([rids[i] for i in rows], sub, accepted)
+
     def batch_view(self, batch) -> BatchView:
         # SGLang's clock for request time stats (perf_counter), so the stamp below and
         # the tokenizer manager's times compare
@@ -155,6 +181,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         live = {req.rid for req in batch.reqs}
         for rid in [r for r in self.first_token_at if r not in live]:
             del self.first_token_at[rid]  # finished or aborted
+            self.policy.forget(rid)  # its acceptance state, which would otherwise grow
         slo = np.empty(len(batch.reqs))
         l, o, ctx, left = (np.zeros(len(batch.reqs)) for _ in range(4))
         horizon_known = True  # adaserve-triage needs every request's remaining tokens
@@ -178,6 +205,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
     def draft(self, batch, *, with_topology: bool = False):
         if batch.forward_mode.is_idle() or not batch.reqs:
             return super().draft(batch, with_topology=with_topology)
+        self.observe_accepted(batch)
         self.view = self.batch_view(batch)
         self.plan = self.policy.plan(self.view)
         self.organized = None
@@ -196,6 +224,8 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         finally:
             _ACTIVE.reset(token)
         if self.organized is not None:
+            self.verified = (self.view.request_ids, self.organized.selection,
+                             np.array([len(r.output_ids) for r in batch.reqs]))
             verify = out[0] if with_topology else out
             verify.retrieve_next_token, verify.retrieve_next_sibling = unlink(
                 verify.retrieve_next_token, verify.retrieve_next_sibling, self.organized.keep)

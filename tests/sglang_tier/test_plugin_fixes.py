@@ -11,6 +11,7 @@ import asyncio
 import time
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from sglang.srt.entrypoints import http_server
@@ -25,6 +26,7 @@ from test_http_slo import Recorder, RecordingServing, raw
 from test_report import state
 from test_server_args import resolved
 
+from adaserve.scheduler.selection import Selection
 from adaserve.sglang import worker as worker_module
 from adaserve.sglang.slo import configured_classes
 from adaserve.sglang.worker import AdaServeDraftWorker, stamp_first_token
@@ -251,3 +253,26 @@ def test_batch_view_carries_each_requests_remaining_tokens_for_triage(env):
     assert view.remaining_tokens.tolist() == [7, 5]
     b.sampling_params.max_new_tokens = None  # no cap: no horizon, triage stays out
     assert w.batch_view(SimpleNamespace(reqs=[a, b])).remaining_tokens is None
+
+
+def test_the_next_draft_feeds_the_policy_what_each_request_accepted(env):
+    """adaserve-calibrated learns from Policy.observe; inside SGLang the worker reads each
+    request's accepted count one iteration on, from how far its output grew."""
+    env.setenv("ADASERVE_POLICY", "adaserve-calibrated")
+    w = draft_worker(env)
+    w.req_to_token_pool = SimpleNamespace(size=8)
+    a, b, c = _req("a"), _req("b"), _req("c")
+    mask = np.zeros((3, N), bool)
+    mask[:, :4] = True  # root + 3 verified nodes each
+    sel = Selection(mask, np.full(3, 3.4), np.ones(3))  # each predicted 2.4 beyond its root
+    w.verified = (("a", "b", "c"), sel, np.array([1, 1, 1]))
+    a.output_ids = [1, 2, 3, 4]  # grew by 3: 2 accepted + the bonus
+    b.output_ids = [1, 2]  # grew by 1: the bonus alone
+    w.observe_accepted(SimpleNamespace(reqs=[a, b]))  # c finished meanwhile: skipped
+    rho = w.policy.calibration.ratios(["a", "b", "c"])
+    assert rho[0] > rho[2] > rho[1]  # a beat its prediction's share, b got nothing, c unseen
+    assert w.verified is None  # read once
+    w.batch_view(SimpleNamespace(reqs=[a, b]))
+    assert w.policy.calibration.ratio("b") < w.policy.calibration.ratio()
+    w.batch_view(SimpleNamespace(reqs=[a]))  # b ended: its state goes
+    assert w.policy.calibration.ratio("b") == w.policy.calibration.ratio()
