@@ -6,8 +6,9 @@
   same way.
 - Ordering: at each point, every pair of systems the paper separates by more than its
   reading error (2 points) must be ordered the same way in the simulation.
-- Improvements: at the figure's three hardest points, >= 5 points more attainment than
-  `adaserve` without losing goodput (>= 99% of adaserve's).
+- Improvements: at Fig. 8's three highest rates (elsewhere the three points where the
+  simulated adaserve is lowest), >= 5 points more attainment than `adaserve` without
+  losing goodput (>= 99% of adaserve's).
 """
 
 from __future__ import annotations
@@ -107,17 +108,18 @@ def improvement(fig, data: dict, systems) -> list[str]:
     if not better:
         return []
     out = ["**Improvements over the paper-faithful adaserve** at the three hardest points "
-           "(Fig. 8: highest rates; Fig. 10: smallest urgent shares; Fig. 11: strictest SLOs; "
+           "(Fig. 8: the highest rates; elsewhere the three points where the simulated "
+           "adaserve is lowest; "
            f"goal: >= +{BETTER_BY:g} points of attainment, goodput >= {GOODPUT_KEPT:.0%} of "
            "adaserve's):", "",
            "| set-up | system | x | adaserve % | system % | points | goodput ratio | goal |",
            "|---|---|---|---|---|---|---|---|"]
     for pair, ours in data.items():
         att, good = ours["attainment"], ours["goodput"]
-        # the hardest end of each axis: the highest rates (Fig. 8), the smallest urgent
-        # share (Fig. 10, where the paper's adaserve is lowest), the strictest SLOs (Fig. 11)
+        # Fig. 8: the three highest rates (the issue's goal); elsewhere no goal is stated,
+        # so the three points where the simulated adaserve is lowest: where there is room
         xs = sorted(att["adaserve"])
-        xs = xs[-3:] if fig.key == "fig8" else xs[:3]
+        xs = xs[-3:] if fig.key == "fig8" else sorted(xs, key=lambda x: _mean(att["adaserve"], x))[:3]
         for s in better:
             for x in sorted(xs):
                 a, b = _mean(att["adaserve"], x), _mean(att[s], x)
