@@ -24,7 +24,50 @@ def expected_chain_tokens(alpha: Any, k: int) -> Any:
     return float(tokens) if tokens.ndim == 0 else tokens
 
 
-class AcceptanceTracker:
+class _DecayedRatio:
+    """Exponentially decayed sums of a numerator and a denominator, global and per request,
+    and their ratio with a prior: the global one shrunk toward ``prior`` by
+    ``prior_weight`` pseudo-units of denominator, a request's own shrunk toward the global
+    one the same way. One ``_add`` call is one engine iteration: the global sums decay once.
+    ``AcceptanceTracker`` and ``RequestCalibration`` are this mechanism over different
+    observations."""
+
+    def __init__(self, decay: float, prior: float, prior_weight: float, unit: str) -> None:
+        if not (math.isfinite(decay) and 0 < decay <= 1):
+            raise ValueError(f"decay must be in (0, 1] (1 = never forget), got {decay!r}")
+        if not (math.isfinite(prior_weight) and prior_weight >= 0):
+            raise ValueError(
+                f"prior_weight must be finite and >= 0 ({unit}), got {prior_weight!r}"
+            )
+        self.decay = decay
+        self.prior_weight = prior_weight
+        self._prior = prior
+        self._num = 0.0
+        self._den = 0.0
+        self._per_request: dict[Hashable, tuple[float, float]] = {}
+
+    def _add(self, request_ids: Sequence[Hashable], num: np.ndarray, den: np.ndarray) -> None:
+        self._num = self.decay * self._num + float(num.sum())
+        self._den = self.decay * self._den + float(den.sum())
+        for rid, x, y in zip(request_ids, num.tolist(), den.tolist()):
+            old_x, old_y = self._per_request.get(rid, (0.0, 0.0))
+            self._per_request[rid] = (self.decay * old_x + x, self.decay * old_y + y)
+
+    def _estimate(self, request_id: Hashable | None) -> float:
+        w = self.prior_weight
+        denom = self._den + w
+        glob = (self._num + self._prior * w) / denom if denom > 0 else self._prior
+        if request_id is None or request_id not in self._per_request:
+            return float(glob)
+        x, y = self._per_request[request_id]
+        return float((x + glob * w) / (y + w)) if y + w > 0 else float(glob)
+
+    def forget(self, request_id: Hashable) -> None:
+        """Drop a finished or aborted request's history (no-op if unknown)."""
+        self._per_request.pop(request_id, None)
+
+
+class AcceptanceTracker(_DecayedRatio):
     """Exponentially decayed per-token acceptance rate, global and per request (seed 000 §4.1.3).
 
     A chain draft of length k with a accepted tokens is a geometric observation: a
@@ -34,20 +77,10 @@ class AcceptanceTracker:
     def __init__(
         self, decay: float = 0.9, prior_alpha: float = 0.6, prior_weight: float = 2.0
     ) -> None:
-        if not (math.isfinite(decay) and 0 < decay <= 1):
-            raise ValueError(f"decay must be in (0, 1] (1 = never forget), got {decay!r}")
         if not (math.isfinite(prior_alpha) and 0 <= prior_alpha <= 1):
             raise ValueError(f"prior_alpha must be in [0, 1], got {prior_alpha!r}")
-        if not (math.isfinite(prior_weight) and prior_weight >= 0):
-            raise ValueError(
-                f"prior_weight must be finite and >= 0 (pseudo-trials), got {prior_weight!r}"
-            )
-        self.decay = decay
+        super().__init__(decay, prior_alpha, prior_weight, "pseudo-trials")
         self.prior_alpha = prior_alpha
-        self.prior_weight = prior_weight
-        self._successes = 0.0
-        self._trials = 0.0
-        self._per_request: dict[Hashable, tuple[float, float]] = {}
 
     def observe(self, request_ids: Sequence[Hashable], proposed: Any, accepted: Any) -> None:
         """Record one iteration: request i drafted proposed[i] chain tokens, accepted[i] passed."""
@@ -64,36 +97,18 @@ class AcceptanceTracker:
         if np.any(acc < 0) or np.any(acc > prop):
             raise ValueError("need 0 <= accepted <= proposed for every request")
         successes = acc.astype(np.float64)
-        trials = successes + (acc < prop)
-        # Global sums decay once per call: one call is one engine iteration.
-        self._successes = self.decay * self._successes + float(successes.sum())
-        self._trials = self.decay * self._trials + float(trials.sum())
-        for rid, s, n in zip(request_ids, successes.tolist(), trials.tolist()):
-            old_s, old_n = self._per_request.get(rid, (0.0, 0.0))
-            self._per_request[rid] = (self.decay * old_s + s, self.decay * old_n + n)
+        self._add(request_ids, successes, successes + (acc < prop))  # trials
 
     def alpha(self, request_id: Hashable | None = None) -> float:
         """Global estimate, or the request's own counts shrunk toward the global estimate."""
-        denom = self._trials + self.prior_weight
-        glob = self.prior_alpha
-        if denom > 0:
-            glob = (self._successes + self.prior_alpha * self.prior_weight) / denom
-        if request_id is None or request_id not in self._per_request:
-            return float(glob)
-        s, n = self._per_request[request_id]
-        denom = n + self.prior_weight
-        return float((s + glob * self.prior_weight) / denom) if denom > 0 else float(glob)
+        return self._estimate(request_id)
 
     def alphas(self, request_ids: Sequence[Hashable]) -> np.ndarray:
         """Per-request estimates, shape (len(request_ids),)."""
         return np.array([self.alpha(rid) for rid in request_ids], dtype=np.float64)
 
-    def forget(self, request_id: Hashable) -> None:
-        """Drop a finished or aborted request's history (no-op if unknown)."""
-        self._per_request.pop(request_id, None)
 
-
-class RequestCalibration:
+class RequestCalibration(_DecayedRatio):
     """Exponentially decayed ratio of accepted to predicted draft tokens, per request.
 
     ``Calibration`` below is the engine's report: cumulative and global, for a reliability
@@ -101,24 +116,14 @@ class RequestCalibration:
     how far a draft over-promises varies with the text it drafts. Per iteration a request's
     selected non-root nodes predict sum f(v) accepted tokens and the target accepts some
     number beyond the root; the ratio rho = decayed accepted / decayed predicted. As in
-    ``AcceptanceTracker``, a request's own sums are shrunk toward the global ratio by
-    ``prior_weight`` predicted tokens, and the global one toward 1 (f taken at its word)
-    the same way, so a new request starts at the batch's ratio and a request that drafted
-    little stays near it.
+    ``AcceptanceTracker`` (the same decayed sums), a request's own sums are shrunk toward
+    the global ratio by ``prior_weight`` predicted tokens, and the global one toward 1 (f
+    taken at its word) the same way, so a new request starts at the batch's ratio and a
+    request that drafted little stays near it.
     """
 
     def __init__(self, decay: float = 0.9, prior_weight: float = 2.0) -> None:
-        if not (math.isfinite(decay) and 0 < decay <= 1):
-            raise ValueError(f"decay must be in (0, 1] (1 = never forget), got {decay!r}")
-        if not (math.isfinite(prior_weight) and prior_weight >= 0):
-            raise ValueError(
-                f"prior_weight must be finite and >= 0 (predicted tokens), got {prior_weight!r}"
-            )
-        self.decay = decay
-        self.prior_weight = prior_weight
-        self._accepted = 0.0
-        self._predicted = 0.0
-        self._per_request: dict[Hashable, tuple[float, float]] = {}
+        super().__init__(decay, 1.0, prior_weight, "predicted tokens")
 
     def observe(self, request_ids: Sequence[Hashable], predicted: Any, accepted: Any) -> None:
         """Record one iteration: request i's selected non-root nodes summed to predicted[i]
@@ -132,30 +137,15 @@ class RequestCalibration:
             )
         if not (np.all(np.isfinite(pred)) and np.all(pred >= 0) and np.all(acc >= 0)):
             raise ValueError("predicted and accepted must be finite token counts >= 0")
-        # Global sums decay once per call: one call is one engine iteration.
-        self._accepted = self.decay * self._accepted + float(acc.sum())
-        self._predicted = self.decay * self._predicted + float(pred.sum())
-        for rid, a, p in zip(request_ids, acc.tolist(), pred.tolist()):
-            old_a, old_p = self._per_request.get(rid, (0.0, 0.0))
-            self._per_request[rid] = (self.decay * old_a + a, self.decay * old_p + p)
+        self._add(request_ids, acc, pred)
 
     def ratio(self, request_id: Hashable | None = None) -> float:
         """rho: the global ratio, or the request's own shrunk toward it (1 with no data)."""
-        w = self.prior_weight
-        denom = self._predicted + w
-        glob = (self._accepted + w) / denom if denom > 0 else 1.0
-        if request_id is None or request_id not in self._per_request:
-            return float(glob)
-        a, p = self._per_request[request_id]
-        return float((a + glob * w) / (p + w)) if p + w > 0 else float(glob)
+        return self._estimate(request_id)
 
     def ratios(self, request_ids: Sequence[Hashable]) -> np.ndarray:
         """Per-request rho, shape (len(request_ids),)."""
         return np.array([self.ratio(rid) for rid in request_ids], dtype=np.float64)
-
-    def forget(self, request_id: Hashable) -> None:
-        """Drop a finished or aborted request's history (no-op if unknown)."""
-        self._per_request.pop(request_id, None)
 
 
 @dataclass(frozen=True, slots=True)
