@@ -10,11 +10,16 @@ the paper's runs (vLLM's default is 256), and one cap keeps the comparison about
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from adaserve.sim import SimSetup, load_acceptance
+from adaserve.sim.acceptance import AcceptanceModel
+from adaserve.sim.hardware import HardwareModel
 
 KIT = Path(__file__).resolve().parents[2] / "shared" / "paper-scale"
 KIT_REF = "../shared/paper-scale"  # how pages name the kit
+PREFILL_CHUNK = 512  # `adaserve simulate`'s default: tokens prefilled per iteration
 
 # The paper's systems, in its legend order, and how they are named here
 SYSTEMS = ("adaserve", "sarathi", "vllm", "vllm-spec-4", "vllm-spec-6", "vllm-spec-8")
@@ -36,6 +41,16 @@ class PaperSetup:
     speculation_share: float  # Fig. 15: speculation's share of AdaServe's iteration time
     # (0: not measured for this pair; its draft borrows the Llama fit's constant)
     draft_params_b: float  # the draft's parameters, billions (LM head included)
+
+    def sim_setup(self, hardware: HardwareModel, policy: str,
+                  acceptance: AcceptanceModel | None = None, **changes) -> SimSetup:
+        """The simulated server every page runs: this set-up's caps, Eq. 8's depth as
+        published, PREFILL_CHUNK; ``changes`` override SimSetup fields (the ablation)."""
+        sim = SimSetup(hardware, acceptance or load_acceptance(self.acceptance),
+                       policy=policy, max_batch=self.max_batch, prefill_chunk=PREFILL_CHUNK,
+                       max_depth=self.max_depth, max_width=self.max_width,
+                       cost_aware_depth=False)
+        return replace(sim, **changes)
 
 
 LLAMA = PaperSetup(

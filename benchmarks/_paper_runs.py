@@ -10,6 +10,7 @@ twice under two names (e.g. RPS 3.8 = 4.0): keyed on content, they run once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing as mp
@@ -20,17 +21,15 @@ from pathlib import Path
 import numpy as np
 
 from _common import RESULTS
-from _paper import PaperSetup
+from _paper import PREFILL_CHUNK, PaperSetup
 
-from adaserve.loadgen.records import summarize
-from adaserve.sim import SimSetup, load_acceptance
+from adaserve.loadgen.records import Record, summarize
 from adaserve.sim.hardware import DATA as HW_DATA, HardwareModel
-from adaserve.sim.run import run
+from adaserve.sim.run import SimRun, run
 from adaserve.sim.workload import SimRequest, read_paper_trace
 
 RUNS = RESULTS / "sim" / "runs"
 ACC_DATA = HW_DATA.parent / "acceptance"
-PREFILL_CHUNK = 512  # `adaserve simulate`'s default: tokens prefilled per iteration
 TTFT_SLO_MS = 5000.0
 # Systems that draft nothing: an acceptance seed picks only their (unseen) token ids, so
 # every seed gives the same timings; they run once, under seed 0, for all seeds.
@@ -70,10 +69,12 @@ class Task:
                 / f"{self.system}-s{self.run_seed}.json")
 
 
+@functools.lru_cache(maxsize=None)  # within one process the files do not change
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@functools.lru_cache(maxsize=None)
 def _model_sha(path: Path) -> str:
     """A model file's hash over what the simulation reads: its prose (source, notes) may
     be reworded without making every kept run stale."""
@@ -89,31 +90,37 @@ def cached(task: Task) -> dict | None:
     return kept if kept["inputs"] == task.inputs() else None
 
 
-def execute(task: Task) -> dict:
-    """Run one task (the real engine loop on the simulated executor) and keep it."""
-    hw = HardwareModel.load(task.hw_name)
-    requests: list[SimRequest] = read_paper_trace(task.trace, hw.baseline_latency_ms)
-    sim = SimSetup(hw, load_acceptance(task.setup.acceptance), policy=task.system,
-                   max_batch=task.setup.max_batch, prefill_chunk=PREFILL_CHUNK,
-                   max_depth=task.setup.max_depth, max_width=task.setup.max_width,
-                   cost_aware_depth=False)
-    res = run(sim, requests, seed=task.run_seed)
-    rows = summarize(res.records, TTFT_SLO_MS)
-    ok = [r for r in res.records if r.status == "ok"]
+def tokens_per_step(records: list[Record]) -> float:
+    """Output tokens over verification steps, pooled over request-steps (accepted + the
+    bonus token), as the artifact's mean_generated_tokens_per_step is."""
+    ok = [r for r in records if r.status == "ok"]
     steps = [r.output_tokens / r.server["accepted_tokens_per_step"] for r in ok
              if r.server.get("accepted_tokens_per_step")]
-    out = {
-        "inputs": task.inputs(), "trace": task.trace.name, "requests": len(requests),
-        "iterations": res.iterations, "simulated_s": res.simulated_s, "wall_s": res.wall_s,
-        "date": time.strftime("%Y-%m-%d"),
-        # pooled over request-steps (accepted + bonus), as the artifact's statistic is
-        "tokens_per_step": (sum(r.output_tokens for r in ok) / sum(steps)) if steps else 1.0,
+    return (sum(r.output_tokens for r in ok) / sum(steps)) if steps else 1.0
+
+
+def measured(res: SimRun) -> dict:
+    """What a page reads from a run: tokens per step and each class's summary."""
+    return {
+        "tokens_per_step": tokens_per_step(res.records),
         "classes": {r.slo_class: {"slo_ms": r.slo_ms, "sent": r.sent,
                                   "attainment": 100 * r.attainment if r.attainment is not None
                                   else None, "goodput": r.goodput_tok_s,
                                   "throughput": r.throughput_tok_s,
                                   "tpot_p50_ms": r.tpot_ms["p50"], "tpot_p99_ms": r.tpot_ms["p99"]}
-                    for r in rows},
+                    for r in summarize(res.records, TTFT_SLO_MS)},
+    }
+
+
+def execute(task: Task) -> dict:
+    """Run one task (the real engine loop on the simulated executor) and keep it."""
+    hw = HardwareModel.load(task.hw_name)
+    requests: list[SimRequest] = read_paper_trace(task.trace, hw.baseline_latency_ms)
+    res = run(task.setup.sim_setup(hw, task.system), requests, seed=task.run_seed)
+    out = {
+        "inputs": task.inputs(), "trace": task.trace.name, "requests": len(requests),
+        "iterations": res.iterations, "simulated_s": res.simulated_s, "wall_s": res.wall_s,
+        "date": time.strftime("%Y-%m-%d"), **measured(res),
     }
     task.path.parent.mkdir(parents=True, exist_ok=True)
     task.path.write_text(json.dumps(out, indent=1) + "\n")
@@ -132,28 +139,23 @@ def _execute_logged(task: Task) -> tuple[Task, dict]:
 def run_all(tasks: list[Task], jobs: int) -> dict[Task, dict]:
     """Every task's result: kept ones read, the rest run on ``jobs`` processes (the
     simulator is single-threaded). Tasks whose traces are identical run once."""
-    results, todo, by_key = {}, [], {}
+    results, todo = {}, {}
     for t in tasks:
         kept = cached(t)
         if kept is not None:
             results[t] = kept
-            continue
-        key = (t.path, json.dumps(t.inputs(), sort_keys=True))
-        if key not in by_key:
-            by_key[key] = t
-            todo.append(t)
+        else:
+            todo.setdefault(t.path, t)  # the path names trace content, system and seed
     if todo:
         print(f"{len(todo)} runs to do, {len(results)} kept", flush=True)
         if jobs > 1:
             with mp.get_context("fork").Pool(jobs) as pool:
-                done = pool.map(_execute_logged, todo, chunksize=1)
+                done = pool.map(_execute_logged, list(todo.values()), chunksize=1)
         else:
-            done = [_execute_logged(t) for t in todo]
-        for t, out in done:
-            results[t] = out
-    for t in tasks:  # duplicates of a trace that ran under another name
-        if t not in results:
-            results[t] = cached(t)
+            done = [_execute_logged(t) for t in todo.values()]
+        by_path = {t.path: out for t, out in done}
+        for t in tasks:  # duplicates of a trace that ran under another name included
+            results.setdefault(t, by_path.get(t.path))
     return results
 
 

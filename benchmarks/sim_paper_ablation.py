@@ -31,11 +31,11 @@ import time
 
 from _common import RESULTS, commit, machine
 from _paper import KIT, KIT_REF, LLAMA
+from _paper_runs import measured
 
-from adaserve.loadgen.records import summarize
-from adaserve.sim import SimSetup, load_acceptance
+from adaserve.sim import load_acceptance
 from adaserve.sim.hardware import HardwareModel
-from adaserve.sim.synthetic import SyntheticAcceptance, SyntheticParams
+from adaserve.sim.synthetic import SyntheticAcceptance
 from adaserve.sim.workload import read_paper_trace
 from adaserve.sim.run import run
 
@@ -64,22 +64,16 @@ def one(job: tuple[str, str, str]) -> tuple[tuple[str, str, str], dict]:
     o = dict(VARIANTS[variant][1])
     hw = HardwareModel.load(o.pop("hardware", LLAMA.hardware))
     acc = _acceptance(o.pop("acceptance", None))
-    sim = SimSetup(hw, acc, policy=system, max_batch=o.pop("max_batch", LLAMA.max_batch),
-                   prefill_chunk=o.pop("prefill_chunk", 512), budget=o.pop("budget", None),
-                   max_depth=LLAMA.max_depth, max_width=LLAMA.max_width,
-                   cost_aware_depth=False)
     reqs = read_paper_trace(KIT / "traces" / f"fig8_9_rps{rate}_ol256.csv",
                             hw.baseline_latency_ms)
-    res = run(sim, reqs, seed=0)
-    rows = {r.slo_class: r for r in summarize(res.records, 5000.0)}
-    ok = [r for r in res.records if r.status == "ok"]
-    steps = [r.output_tokens / r.server["accepted_tokens_per_step"] for r in ok
-             if r.server.get("accepted_tokens_per_step")]
-    out = {"attainment": 100 * rows["overall"].attainment,
-           "goodput": rows["overall"].goodput_tok_s,
-           "per_class": {k: 100 * v.attainment for k, v in rows.items()
-                         if v.attainment is not None and k != "overall"},
-           "tokens_per_step": sum(r.output_tokens for r in ok) / sum(steps) if steps else 1.0,
+    res = run(LLAMA.sim_setup(hw, system, acc, **o), reqs, seed=0)
+    m = measured(res)
+    classes = m["classes"]
+    out = {"attainment": classes["overall"]["attainment"],
+           "goodput": classes["overall"]["goodput"],
+           "per_class": {k: v["attainment"] for k, v in classes.items()
+                         if v["attainment"] is not None and k != "overall"},
+           "tokens_per_step": m["tokens_per_step"],
            "ms_per_iteration": 1e3 * res.simulated_s / res.iterations}
     print(f"  {variant} {rate} {system}: {out['attainment']:.1f}%", flush=True)
     return job, out

@@ -37,7 +37,6 @@ from _common import RESULTS, commit, machine
 from _paper import KIT, KIT_REF, SEED_SETUPS, SETUPS, PaperSetup
 
 from adaserve.loadgen.records import summarize
-from adaserve.sim import SimSetup, load_acceptance
 from adaserve.sim.hardware import DATA, HardwareModel, TableCost
 from adaserve.sim.run import run
 from adaserve.sim.workload import read_paper_trace
@@ -69,10 +68,7 @@ def with_draft(setup: PaperSetup, c_ms: float) -> HardwareModel:
 def speculation_share(setup: PaperSetup, c_ms: float, requests) -> tuple[float, dict]:
     hw = with_draft(setup, c_ms)
     meter = _MeteredHardware(hw)
-    sim = SimSetup(meter, load_acceptance(setup.acceptance), policy="adaserve",
-                   max_batch=setup.max_batch, max_depth=setup.max_depth,
-                   max_width=setup.max_width, cost_aware_depth=False, prefill_chunk=512)
-    res = run(sim, requests, seed=0)
+    res = run(setup.sim_setup(meter, "adaserve"), requests, seed=0)
     share = meter.draft_total / (meter.draft_total + meter.target_total)
     overall = next(r for r in summarize(res.records, 5000.0) if r.slo_class == "overall")
     att = overall.attainment
@@ -94,12 +90,11 @@ class _MeteredHardware:
         return getattr(self._hw, name)
 
     def prefill_s(self, context_tokens, chunk_tokens, with_draft=True):
-        n = self._hw.batch_tokens(chunk_tokens)
-        t = self._hw.target.predict(context_tokens, n)
-        d = self._hw.draft.predict(context_tokens, n) if with_draft and self._hw.draft else 0.0
-        self.target_total += t
-        self.draft_total += d
-        return t + d
+        both = self._hw.prefill_s(context_tokens, chunk_tokens, with_draft)
+        target = self._hw.prefill_s(context_tokens, chunk_tokens, with_draft=False)
+        self.target_total += target
+        self.draft_total += both - target
+        return both
 
     def draft_s(self, context_tokens, step_tokens):
         d = self._hw.draft_s(context_tokens, step_tokens)

@@ -29,7 +29,7 @@ import numpy as np
 
 from _common import RESULTS, commit, machine
 from _paper import KIT, KIT_REF, PAPER_NAME, SEED_SETUPS, SETUPS, SYSTEMS, PaperSetup
-from _paper_runs import Task, run_all, spread
+from _paper_runs import Task, _sha, run_all, spread
 from _paper_values import read as read_paper
 from sim_paper_goals import goals_fig8, ordering, improvement
 
@@ -135,10 +135,9 @@ def table(fig: Figure, pair: str, metric: str, ours: dict, paper: dict, systems)
             rows.append(f"| | paper | " + " | ".join(
                 f"{p[x]:.{nd}f}" if x in p else "–" for x in xs) + " |")
             diff = [(m - p[x]) if x in p else None for (m, _, _), x in zip(mine, xs)]
-            unit = "" if metric == "attainment" else ""
             rows.append(f"| | difference | " + " | ".join(
                 "–" if d is None else (f"**{d:+.{nd}f}**" if metric == "attainment" and abs(d) > 10
-                                       else f"{d:+.{nd}f}{unit}") for d in diff) + " |")
+                                       else f"{d:+.{nd}f}") for d in diff) + " |")
     return rows
 
 
@@ -162,7 +161,6 @@ def page(fig: Figure, metric_list, data, paper_all, systems, seeds, meta) -> str
 
 def _identical(fig: Figure, pairs) -> str:
     """The x values whose trace files are the same bytes, e.g. "3.8 = 4.0"."""
-    from _paper_runs import _sha
     groups: dict[str, list[str]] = {}
     for x in sorted({x for s in pairs for x in fig.xs[s.key]}, key=float):
         groups.setdefault(_sha(fig.trace(x)), []).append(x)
@@ -228,7 +226,7 @@ def main() -> int:
             meta.append("- the kit ships some of these traces twice under two names, byte for "
                         f"byte ({same}): they are one set of runs, shown at both points")
         if fig.key == "fig8":
-            goals = goals_fig8(data, paper_all, systems)
+            goals = goals_fig8(fig, data, paper_all, systems)
             for metric, name in (("attainment", "fig8"), ("goodput", "fig9")):
                 text = page(fig, [metric], data, paper_all, systems, seeds, meta)
                 text += "\n" + "\n".join(goals) + "\n"

@@ -48,7 +48,7 @@ def _ratio_rows(label: str, att: dict, good: dict, xs, system: str = "adaserve")
             f"{a / b_att:.2f}x ({ok(a / b_att, 1.5)}) | {g / b_good:.2f}x ({ok(g / b_good, 1.3)}) |"]
 
 
-def goals_fig8(data: dict, paper_all: dict, systems) -> list[str]:
+def goals_fig8(fig, data: dict, paper_all: dict, systems) -> list[str]:
     out = ["## Goals, computed", "",
            "**Against the best baseline** (at the first rate where the best baseline's "
            "attainment falls below 60%; goals >= 1.5x attainment, >= 1.3x goodput; the paper "
@@ -63,9 +63,8 @@ def goals_fig8(data: dict, paper_all: dict, systems) -> list[str]:
         pa, pg = paper_all.get((8, pair, "attainment")), paper_all.get((9, pair, "goodput"))
         if pa and pg:
             out += _ratio_rows(f"{pair}, paper, AdaServe", pa, pg, sorted(pa["adaserve"]))
-    from sim_paper_figures import FIGURES  # noqa: PLC0415 (a cycle at import time)
-    out += [""] + ordering(FIGURES["fig8"], data, paper_all, systems)
-    out += improvement(FIGURES["fig8"], data, systems)
+    out += [""] + ordering(fig, data, paper_all, systems)
+    out += improvement(fig, data, systems)
     return out
 
 

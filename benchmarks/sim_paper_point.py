@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import RESULTS, commit, machine
+from _paper_runs import tokens_per_step
 
 from adaserve.loadgen.records import read_jsonl
 
@@ -56,14 +57,9 @@ def per_seed(out: Path, system: str, seeds: list[int]) -> list[dict]:
         d = out / system / f"s{s}" if len(seeds) > 1 else out / system
         summary = json.loads((d / "summary.json").read_text())
         overall = next(r for r in summary["rows"] if r["slo_class"] == "overall")
-        recs = read_jsonl(d / "records.jsonl")
-        acc = [r.server.get("accepted_tokens_per_step") for r in recs if r.status == "ok"]
-        steps = [r.output_tokens / a for r, a in zip([r for r in recs if r.status == "ok"], acc)
-                 if a]
-        # pooled over request-steps, as the artifact's mean_generated_tokens_per_step is
-        pooled = sum(r.output_tokens for r in recs if r.status == "ok") / sum(steps)
         rows.append({"seed": s, "attainment": 100 * overall["attainment"],
-                     "goodput": overall["goodput_tok_s"], "tokens_per_step": pooled})
+                     "goodput": overall["goodput_tok_s"],
+                     "tokens_per_step": tokens_per_step(read_jsonl(d / "records.jsonl"))})
     return rows
 
 
