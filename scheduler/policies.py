@@ -142,12 +142,23 @@ class AdaServePolicy(_BudgetedPolicy):
 
     def _select(self, batch, plan, candidates):
         requirement = batch.requirements(plan.t_spec_s)
-        return select_slo_customized(candidates, self.config.budget, requirement,
-                                     capped_requirement(requirement, plan.depth),
-                                     self.config.slo_cap(batch.n))
+        n_max = self.config.slo_cap(batch.n)
+        requirement, target = self._slo_asks(batch, plan, candidates, requirement,
+                                             capped_requirement(requirement, plan.depth), n_max)
+        return select_slo_customized(candidates, self.config.budget, requirement, target,
+                                     n_max, worth=self._worth(batch))
+
+    def _slo_asks(self, batch, plan, candidates, requirement, target, n_max):
+        """What the SLO phase is asked per request, A(r) and A_cap: as published here; the
+        improvement policies below change only this or ``_worth``."""
+        return requirement, target
+
+    def _worth(self, batch):
+        """What the SLO phase counts a node as, worth * f(v); None: f itself."""
+        return None
 
 
-class AdaServeTriagePolicy(_BudgetedPolicy):
+class AdaServeTriagePolicy(AdaServePolicy):
     """AdaServe, with requests that can no longer attain their SLO served best-effort.
 
     Algorithm 2 serves the most-behind request first, so one that has fallen out of reach
@@ -162,20 +173,16 @@ class AdaServeTriagePolicy(_BudgetedPolicy):
     name = "adaserve-triage"
     summary = "adaserve, requests that cannot reach their SLO any more served best-effort"
 
-    def _select(self, batch, plan, candidates):
-        requirement = batch.requirements(plan.t_spec_s)
-        target = capped_requirement(requirement, plan.depth)
-        n_max = self.config.slo_cap(batch.n)
-        if batch.remaining_tokens is not None:
-            a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]
-            lost = unreachable(batch, a_max, plan.t_spec_s)  # [n]
-            requirement = np.where(lost, 0.0, requirement)
-            target = np.where(lost, 1.0, target)  # 1: nothing asked of the SLO phase
-        return select_slo_customized(candidates, self.config.budget, requirement, target,
-                                     n_max)
+    def _slo_asks(self, batch, plan, candidates, requirement, target, n_max):
+        if batch.remaining_tokens is None:
+            return requirement, target
+        a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]
+        lost = unreachable(batch, a_max, plan.t_spec_s)  # [n]
+        # 0 and 1: nothing asked of the SLO phase
+        return np.where(lost, 0.0, requirement), np.where(lost, 1.0, target)
 
 
-class AdaServeCalibratedPolicy(_BudgetedPolicy):
+class AdaServeCalibratedPolicy(AdaServePolicy):
     """AdaServe, counting each node as rho_r * f(v) tokens in the SLO phase.
 
     The draft's path probabilities are miscalibrated (an overconfident draft's f(v) sums
@@ -193,12 +200,8 @@ class AdaServeCalibratedPolicy(_BudgetedPolicy):
         super().__init__(config, latency, acceptance)
         self.calibration = RequestCalibration()
 
-    def _select(self, batch, plan, candidates):
-        requirement = batch.requirements(plan.t_spec_s)
-        return select_slo_customized(candidates, self.config.budget, requirement,
-                                     capped_requirement(requirement, plan.depth),
-                                     self.config.slo_cap(batch.n),
-                                     worth=self.calibration.ratios(batch.request_ids))
+    def _worth(self, batch):
+        return self.calibration.ratios(batch.request_ids)
 
     def observe(self, request_ids, selection, accepted):
         # only requests that drafted say anything about the draft: a root-only tree
