@@ -51,6 +51,9 @@ class EngineConfig:
     max_waiting: int = 1024  # queued requests beyond which submit raises QueueFull
     profile: Path | None = None  # None: the default profile path for model + draft, if present
     device: str = "auto"  # "auto": cuda when available, else cpu
+    # few-row matmuls through the compiled CPU kernels (adaserve.engine.kernels); off, or
+    # ADASERVE_FAST_KERNELS=0, keeps the eager torch matmuls
+    fast_kernels: bool = True
     default_slo_ms: float | None = None  # TPOT SLO for requests that bring none
     stop_token_ids: tuple[int, ...] = field(default_factory=tuple)  # beyond the tokenizer's EOS
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from adaserve.engine import kernels
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.model import Llama, ModelConfig
 from adaserve.engine.weights import load_config, load_state, resolve_draft, resolve_model
@@ -44,16 +45,19 @@ def load_models(cfg: EngineConfig) -> Models:
     hf = load_config(path)
     mcfg = ModelConfig.from_hf(hf)
     state = load_state(path)
-    target = Llama(mcfg, state, dtype=dtype, device=device)
+    # the compiled few-row matmuls (built once per machine); eager when off or unavailable
+    skinny = cfg.fast_kernels and device == "cpu" and kernels.load().available
+    target = Llama(mcfg, state, dtype=dtype, device=device, skinny=skinny)
     tok = AutoTokenizer.from_pretrained(str(path))
     draft, token_ids = None, None
     if cfg.draft == "target":
         draft = target
     elif cfg.draft is not None and cfg.draft.startswith("layers:"):
         draft = Llama(mcfg, state, layers=int(cfg.draft.split(":")[1]), dtype=dtype,
-                      device=device)
+                      device=device, skinny=skinny)
     elif cfg.draft is not None:
-        draft, token_ids = _load_draft(resolve_draft(cfg.draft), mcfg, state, tok, dtype, device)
+        draft, token_ids = _load_draft(resolve_draft(cfg.draft), mcfg, state, tok, dtype, device,
+                                       skinny)
     eos = set(cfg.stop_token_ids)
     for src in (hf.get("eos_token_id"), tok.eos_token_id):
         if isinstance(src, int):
@@ -64,7 +68,7 @@ def load_models(cfg: EngineConfig) -> Models:
 
 
 def _load_draft(dpath: Path, mcfg: ModelConfig, target_state: dict, tok, dtype: torch.dtype,
-                device: str) -> tuple[Llama, torch.Tensor | None]:
+                device: str, skinny: bool) -> tuple[Llama, torch.Tensor | None]:
     """A draft directory: any Hugging Face-format Llama-family model with the target's
     tokenizer, or one of ours (adaserve distill-draft) that borrows the target's input
     embeddings and has a head over a vocabulary subset."""
@@ -84,7 +88,7 @@ def _load_draft(dpath: Path, mcfg: ModelConfig, target_state: dict, tok, dtype: 
         if token_ids.shape != (head,) or int(token_ids.min()) < 0 or int(token_ids.max()) >= mcfg.vocab:
             raise ValueError(f"draft {dpath}: {TOKEN_IDS_KEY} must hold {head} target ids in "
                              f"[0, {mcfg.vocab})")
-    return Llama(dcfg, dstate, dtype=dtype, device=device), token_ids
+    return Llama(dcfg, dstate, dtype=dtype, device=device, skinny=skinny), token_ids
 
 
 def _check_tokenizer(dpath: Path, dcfg: ModelConfig, mcfg: ModelConfig, tok) -> None:

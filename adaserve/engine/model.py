@@ -86,7 +86,8 @@ class Llama(torch.nn.Module):
     """Weights as plain tensors: Q/K/V fused into one matmul, gate/up into another."""
 
     def __init__(self, cfg: ModelConfig, state: dict, *, layers: int | None = None,
-                 dtype: torch.dtype = torch.float32, device: str = "cpu") -> None:
+                 dtype: torch.dtype = torch.float32, device: str = "cpu",
+                 skinny: bool = False) -> None:
         super().__init__()
         self.cfg = cfg
         self.n_layers = cfg.layers if layers is None else layers
@@ -106,6 +107,9 @@ class Llama(torch.nn.Module):
         self.lm_head_t = self.lm_head.t().contiguous()
         # matmul row buckets (CPU only; a GPU takes any row count as it comes)
         self.row_buckets: tuple[int, ...] = ROW_BUCKETS if device == "cpu" else ()
+        # few-row products through the compiled kernel (adaserve.engine.kernels), which the
+        # caller has loaded; fp32 CPU only
+        self.skinny = skinny and device == "cpu" and dtype == torch.float32
         self.norm = w("model.norm.weight")
         self.blocks = []
         for i in range(self.n_layers):
@@ -146,11 +150,12 @@ class Llama(torch.nn.Module):
         write_at = _cache_rows(kv, rows, fb.write_pos, kvh)  # shared by every layer
         t = fb.kv_len
         pad = self.row_buckets
+        sk = self.skinny
         for layer, (ln1, wqkv, wo, ln2, wgu, wdown) in enumerate(self.blocks):
             # row-major q/k/v: the CPU flash kernel of SDPA needs a unit last stride (a
             # column-major query sends it to the math kernel: 121 ms against 14 ms per
             # batch-32 decode step, benchmarks/forward_parts.py)
-            qkv = _linear(self._rms(x, ln1), wqkv, pad).contiguous()  # [n, Q, (H + 2Hkv) * D]
+            qkv = _linear(self._rms(x, ln1), wqkv, pad, sk).contiguous()  # [n, Q, (H + 2Hkv) * D]
             qh, kh, vh = qkv.split([h_ * d, kvh * d, kvh * d], dim=-1)
             qh = _rope(qh.view(n, q, h_, d), cos, sin)
             kh = _rope(kh.view(n, q, kvh, d), cos, sin)
@@ -160,13 +165,15 @@ class Llama(torch.nn.Module):
             keys, values = kc[rows, :, :t], vc[rows, :, :t]  # [n, Hkv, T, D]
             att = F.scaled_dot_product_attention(
                 qh.transpose(1, 2), keys, values, attn_mask=fb.mask, enable_gqa=True)
-            x = x + _linear(att.transpose(1, 2).reshape(n, q, h_ * d), wo, pad)
-            gate, up = _linear(self._rms(x, ln2), wgu, pad).chunk(2, dim=-1)
-            x = x + _linear(F.silu(gate) * up, wdown, pad)
+            x = x + _linear(att.transpose(1, 2).reshape(n, q, h_ * d), wo, pad, sk)
+            gate, up = _linear(self._rms(x, ln2), wgu, pad, sk).chunk(2, dim=-1)
+            x = x + _linear(F.silu(gate) * up, wdown, pad, sk)
         h = x.view(n * q, cfg.hidden)
         if fb.out_rows is not None:
             h = h[fb.out_rows]
         h = self._rms(h, self.norm)
+        if sk and h.shape[0] <= SKINNY_ROWS:
+            return torch.ops.adaserve.skinny_linear(h.contiguous(), self.lm_head)  # [R, V]
         if h.shape[0] == 1 and not pad:
             return h @ self.lm_head_t  # [1, V]
         if h.device.type != "cpu":
@@ -189,15 +196,27 @@ def padded_rows(m: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
     return m
 
 
-def _linear(x: torch.Tensor, w: torch.Tensor, buckets: tuple[int, ...] = ()) -> torch.Tensor:
-    """x @ w.T computed as (w @ x.T).T: for the few-row products of decoding, MKL runs this
-    orientation up to 2x faster on the dev CPU (measured per weight shape, n = 1..64).
-    The rows are padded with zeros up to a bucket (ROW_BUCKETS) and cut off again."""
+# Up to this many rows a product goes through the compiled skinny kernel when it is loaded:
+# it reads each weight once for all rows, where MKL reads them at half the bandwidth
+# (benchmarks/engine.py measures both). Beyond it the shapes are compute-bound and MKL's
+# blocked GEMM wins.
+SKINNY_ROWS = 16
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor, buckets: tuple[int, ...] = (),
+            skinny: bool = False) -> torch.Tensor:
+    """x @ w.T. Few rows: the compiled skinny kernel when loaded, else (w @ x.T).T: for the
+    few-row products of decoding, MKL runs this orientation up to 2x faster than F.linear on
+    the dev CPU (measured per weight shape, n = 1..64), with rows padded with zeros up to a
+    bucket (ROW_BUCKETS) and cut off again."""
     if x.device.type != "cpu":
         return F.linear(x, w)
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
     m = x2.shape[0]
+    if skinny and m <= SKINNY_ROWS:
+        # row-major [m, N]: the q/k/v split and the residual adds take it as is
+        return torch.ops.adaserve.skinny_linear(x2.contiguous(), w).view(*shape[:-1], w.shape[0])
     p = padded_rows(m, buckets)
     if p != m:
         x2 = torch.cat([x2, x2.new_zeros(p - m, shape[-1])])

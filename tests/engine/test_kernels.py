@@ -1,0 +1,122 @@
+"""The compiled skinny-matmul kernel: exact enough against float64, refuses what it cannot
+take, builds once per cache and falls back to eager with a reason; the real model's
+fast-path logits equal its eager logits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from adaserve.engine import kernels
+from adaserve.engine.batch import tree_batch
+from adaserve.engine.kv_cache import KVCache
+
+pytestmark = pytest.mark.skipif(not kernels.load().available,
+                                reason=f"fast kernels unavailable: {kernels.load().reason}")
+
+
+def _ref(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (x.double() @ w.double().T).float()
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 7, 8, 11, 16, 19, 33])
+@pytest.mark.parametrize("n,k", [(960, 576), (576, 1536), (7, 576), (13, 13), (9, 8), (1, 3)])
+def test_skinny_linear_matches_float64(m, n, k):
+    g = torch.Generator().manual_seed(m * 1000 + n + k)
+    x, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+    y = torch.ops.adaserve.skinny_linear(x, w)
+    assert y.shape == (m, n) and y.is_contiguous()
+    # fp32 accumulation over k terms of unit variance: error grows like sqrt(k) * eps
+    assert (y - _ref(x, w)).abs().max().item() < 1e-5 * k ** 0.5 * 8
+
+
+def test_skinny_linear_refuses_what_it_cannot_take():
+    x, w = torch.randn(2, 16), torch.randn(4, 16)
+    with pytest.raises(RuntimeError, match="float32 only"):
+        torch.ops.adaserve.skinny_linear(x.double(), w.double())
+    with pytest.raises(RuntimeError, match="K differs"):
+        torch.ops.adaserve.skinny_linear(x, torch.randn(4, 8))
+    with pytest.raises(RuntimeError, match="contiguous"):
+        torch.ops.adaserve.skinny_linear(torch.randn(16, 2).t(), w)
+    with pytest.raises(RuntimeError, match=r"x \[M, K\]"):
+        torch.ops.adaserve.skinny_linear(torch.randn(2, 2, 16), w)
+
+
+def _chain(kv: KVCache, n: int, q: int, ctx: int):
+    base = torch.full((n,), ctx, dtype=torch.int64)
+    idx = torch.arange(q)[None].expand(n, q)
+    anc = torch.ones(q, q, dtype=torch.bool).tril()[None].expand(n, q, q)
+    toks = torch.randint(100, 1000, (n, q), generator=torch.Generator().manual_seed(n * q))
+    return tree_batch(slice(0, n), base, base, toks, idx, idx, anc,
+                      torch.ones(n, q, dtype=torch.bool), kv.trash_col)
+
+
+@pytest.mark.parametrize("n,q", [(1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (4, 4), (8, 2),
+                                 (8, 4), (3, 7)])
+def test_fast_path_logits_equal_eager(smollm, n, q):
+    """Every token count the kernel takes (and 32, past it, which stays on MKL), over a
+    prefix written by an eager prefill: fast and eager logits within 1e-4."""
+    m = smollm.target
+    assert m.skinny, "the engine loads the fast path by default where the kernels build"
+    kv = KVCache(m.n_layers, n, m.cfg.kv_heads, m.cfg.head_dim, 64)
+    prefix = _chain(kv, n, 20, 0)
+    out = {}
+    try:
+        for fast in (False, True):
+            m.skinny = fast
+            m(kv, prefix)
+            out[fast] = m(kv, _chain(kv, n, q, 20))
+    finally:
+        m.skinny = True
+    assert (out[True] - out[False]).abs().max().item() < 1e-4
+
+
+def _load_in_fresh_process(cache: str, **env: str) -> dict:
+    code = textwrap.dedent("""
+        import json
+        from adaserve.engine import kernels
+        s = kernels.load()
+        print(json.dumps({"available": s.available, "reason": s.reason,
+                          "build_s": s.build_s, "path": str(s.path)}))
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, ADASERVE_CACHE_DIR=cache, **env), timeout=600)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1]) | {"stderr": run.stderr}
+
+
+@pytest.mark.slow
+def test_builds_once_into_an_empty_cache_then_loads_from_it(tmp_path):
+    cold = _load_in_fresh_process(str(tmp_path))
+    assert cold["available"] and cold["build_s"] is not None
+    assert cold["path"].startswith(str(tmp_path / "kernels"))
+    warm = _load_in_fresh_process(str(tmp_path))
+    assert warm["available"] and warm["build_s"] is None and warm["path"] == cold["path"]
+
+
+def test_switched_off_it_says_so_and_builds_nothing(tmp_path):
+    s = _load_in_fresh_process(str(tmp_path), ADASERVE_FAST_KERNELS="0")
+    assert not s["available"] and "ADASERVE_FAST_KERNELS=0" in s["reason"]
+    assert not (tmp_path / "kernels").exists()
+
+
+def test_without_a_compiler_it_falls_back_with_the_reason(tmp_path):
+    s = _load_in_fresh_process(str(tmp_path), CXX="no-such-compiler")
+    assert not s["available"] and "no C++ compiler" in s["reason"]
+    assert "eager matmuls" in s["stderr"]  # the warning the user sees
+
+
+def test_a_failed_build_falls_back_with_the_compiler_error(tmp_path):
+    # a "compiler" that fails the way a broken toolchain does
+    cxx = tmp_path / "bad-cxx"
+    cxx.write_text("#!/bin/sh\necho 'fatal error: torch/library.h: No such file' >&2\nexit 1\n")
+    cxx.chmod(0o755)
+    s = _load_in_fresh_process(str(tmp_path), CXX=str(cxx))
+    assert not s["available"] and "No such file" in s["reason"]
+    assert not list((tmp_path / "kernels").glob("*.so"))  # nothing half-written is kept
