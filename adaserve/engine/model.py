@@ -150,29 +150,49 @@ class Llama(torch.nn.Module):
         write_at = _cache_rows(kv, rows, fb.write_pos, kvh)  # shared by every layer
         t = fb.kv_len
         pad = self.row_buckets
-        sk = self.skinny
+        # decode and verify shapes run on the compiled kernels: one skinny matmul streams
+        # each weight once for all rows, and one op each does a norm, a rotary, a gating
+        fused = self.skinny and n * q <= SKINNY_ROWS
+        if fused:
+            ops, eps, nq = torch.ops.adaserve, cfg.rms_eps, n * q
+            cos2, sin2 = cos.reshape(nq, d), sin.reshape(nq, d)
+            res = None  # the MLP output not yet added into x (added inside the next norm)
         for layer, (ln1, wqkv, wo, ln2, wgu, wdown) in enumerate(self.blocks):
-            # row-major q/k/v: the CPU flash kernel of SDPA needs a unit last stride (a
-            # column-major query sends it to the math kernel: 121 ms against 14 ms per
-            # batch-32 decode step, benchmarks/forward_parts.py)
-            qkv = _linear(self._rms(x, ln1), wqkv, pad, sk).contiguous()  # [n, Q, (H + 2Hkv) * D]
-            qh, kh, vh = qkv.split([h_ * d, kvh * d, kvh * d], dim=-1)
-            qh = _rope(qh.view(n, q, h_, d), cos, sin)
-            kh = _rope(kh.view(n, q, kvh, d), cos, sin)
+            if fused:
+                qkv = ops.skinny_linear(ops.add_rms_norm_(x, res, ln1, eps).view(nq, -1), wqkv)
+                ops.rope_qk_(qkv, cos2, sin2, h_, kvh)
+                qh, kh, vh = qkv.view(n, q, -1).split([h_ * d, kvh * d, kvh * d], dim=-1)
+                qh, kh = qh.view(n, q, h_, d), kh.view(n, q, kvh, d)
+            else:
+                # row-major q/k/v: the CPU flash kernel of SDPA needs a unit last stride (a
+                # column-major query sends it to the math kernel: 121 ms against 14 ms per
+                # batch-32 decode step, benchmarks/forward_parts.py)
+                qkv = _linear(self._rms(x, ln1), wqkv, pad).contiguous()  # [n, Q, (H + 2Hkv) * D]
+                qh, kh, vh = qkv.split([h_ * d, kvh * d, kvh * d], dim=-1)
+                qh = _rope(qh.view(n, q, h_, d), cos, sin)
+                kh = _rope(kh.view(n, q, kvh, d), cos, sin)
             kc, vc = kv.k[layer], kv.v[layer]  # [S, Hkv, C, D]
             kc.view(-1, d).index_copy_(0, write_at, kh.reshape(-1, d))
             vc.view(-1, d).index_copy_(0, write_at, vh.reshape(-1, d))
             keys, values = kc[rows, :, :t], vc[rows, :, :t]  # [n, Hkv, T, D]
             att = F.scaled_dot_product_attention(
                 qh.transpose(1, 2), keys, values, attn_mask=fb.mask, enable_gqa=True)
-            x = x + _linear(att.transpose(1, 2).reshape(n, q, h_ * d), wo, pad, sk)
-            gate, up = _linear(self._rms(x, ln2), wgu, pad, sk).chunk(2, dim=-1)
-            x = x + _linear(F.silu(gate) * up, wdown, pad, sk)
+            att = att.transpose(1, 2).reshape(n, q, h_ * d)
+            if fused:
+                o = ops.skinny_linear(att.view(nq, -1), wo).view_as(x)
+                act = ops.silu_mul(ops.skinny_linear(ops.add_rms_norm_(x, o, ln2, eps).view(nq, -1), wgu))
+                res = ops.skinny_linear(act, wdown).view_as(x)
+            else:
+                x = x + _linear(att, wo, pad)
+                gate, up = _linear(self._rms(x, ln2), wgu, pad).chunk(2, dim=-1)
+                x = x + _linear(F.silu(gate) * up, wdown, pad)
+        if fused:
+            x.add_(res)
         h = x.view(n * q, cfg.hidden)
         if fb.out_rows is not None:
             h = h[fb.out_rows]
         h = self._rms(h, self.norm)
-        if sk and h.shape[0] <= SKINNY_ROWS:
+        if self.skinny and h.shape[0] <= SKINNY_ROWS:
             return torch.ops.adaserve.skinny_linear(h.contiguous(), self.lm_head)  # [R, V]
         if h.shape[0] == 1 and not pad:
             return h @ self.lm_head_t  # [1, V]
@@ -203,20 +223,15 @@ def padded_rows(m: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
 SKINNY_ROWS = 16
 
 
-def _linear(x: torch.Tensor, w: torch.Tensor, buckets: tuple[int, ...] = (),
-            skinny: bool = False) -> torch.Tensor:
-    """x @ w.T. Few rows: the compiled skinny kernel when loaded, else (w @ x.T).T: for the
-    few-row products of decoding, MKL runs this orientation up to 2x faster than F.linear on
-    the dev CPU (measured per weight shape, n = 1..64), with rows padded with zeros up to a
-    bucket (ROW_BUCKETS) and cut off again."""
+def _linear(x: torch.Tensor, w: torch.Tensor, buckets: tuple[int, ...] = ()) -> torch.Tensor:
+    """x @ w.T computed as (w @ x.T).T: for the few-row products of decoding, MKL runs this
+    orientation up to 2x faster on the dev CPU (measured per weight shape, n = 1..64).
+    The rows are padded with zeros up to a bucket (ROW_BUCKETS) and cut off again."""
     if x.device.type != "cpu":
         return F.linear(x, w)
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
     m = x2.shape[0]
-    if skinny and m <= SKINNY_ROWS:
-        # row-major [m, N]: the q/k/v split and the residual adds take it as is
-        return torch.ops.adaserve.skinny_linear(x2.contiguous(), w).view(*shape[:-1], w.shape[0])
     p = padded_rows(m, buckets)
     if p != m:
         x2 = torch.cat([x2, x2.new_zeros(p - m, shape[-1])])

@@ -48,6 +48,38 @@ def test_skinny_linear_refuses_what_it_cannot_take():
         torch.ops.adaserve.skinny_linear(torch.randn(2, 2, 16), w)
 
 
+@pytest.mark.parametrize("rows", [1, 5, 300])
+def test_small_ops_match_eager(rows):
+    """The fused norm (with and without the residual add), gating and rotary against the
+    eager expressions the model used before."""
+    g = torch.Generator().manual_seed(rows)
+    ops = torch.ops.adaserve
+    x, r = torch.randn(rows, 576, generator=g), torch.randn(rows, 576, generator=g)
+    w = torch.randn(576, generator=g)
+    ref_x = x + r
+    ref = ref_x * torch.rsqrt(ref_x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+    y = ops.add_rms_norm_(x, r, w, 1e-5)
+    assert torch.allclose(x, ref_x) and (y - ref).abs().max().item() < 1e-5
+    y = ops.add_rms_norm_(x, None, w, 1e-5)
+    assert (y - ref).abs().max().item() < 1e-5 and torch.allclose(x, ref_x)
+    gu = torch.randn(rows, 2 * 1536, generator=g)
+    gate, up = gu.chunk(2, dim=-1)
+    assert (ops.silu_mul(gu) - torch.nn.functional.silu(gate) * up).abs().max().item() < 1e-5
+    heads, kvh, d = 9, 3, 64
+    qkv = torch.randn(rows, (heads + 2 * kvh) * d, generator=g)
+    ang = torch.rand(rows, d // 2, generator=g) * 100
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    ref = qkv.clone()
+    for lo, hi in ((0, heads), (heads, heads + kvh)):
+        part = ref[:, lo * d: hi * d].view(rows, hi - lo, d)
+        rot = torch.cat([-part[..., d // 2:], part[..., : d // 2]], -1)
+        ref[:, lo * d: hi * d] = (part * cos[:, None] + rot * sin[:, None]).reshape(rows, -1)
+    ops.rope_qk_(qkv, cos, sin, heads, kvh)
+    assert (qkv - ref).abs().max().item() < 1e-5  # v (the last kvh heads) untouched too
+    with pytest.raises(RuntimeError, match="heads"):
+        ops.rope_qk_(qkv, cos, sin, heads + 1, kvh)
+
+
 def _chain(kv: KVCache, n: int, q: int, ctx: int):
     base = torch.full((n,), ctx, dtype=torch.int64)
     idx = torch.arange(q)[None].expand(n, q)
