@@ -216,11 +216,12 @@ def padded_rows(m: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
     return m
 
 
-# Up to this many rows a product goes through the compiled skinny kernel when it is loaded:
-# it reads each weight once for all rows, where MKL reads them at half the bandwidth
-# (benchmarks/engine.py measures both). Beyond it the shapes are compute-bound and MKL's
-# blocked GEMM wins.
-SKINNY_ROWS = 16
+# Up to this many rows a forward runs on the compiled kernels when they are loaded: the
+# skinny matmul reads each weight once for all rows, where MKL reads them at half the
+# bandwidth (benchmarks/engine.py measures both; at 24 and 32 rows it still beat MKL, 64 vs
+# 95 and 79 vs 98 ms a forward on the dev CPU). Beyond it (prefill chunks) MKL's blocked
+# GEMM takes the compute-bound shapes.
+SKINNY_ROWS = 32
 
 
 def _linear(x: torch.Tensor, w: torch.Tensor, buckets: tuple[int, ...] = ()) -> torch.Tensor:
