@@ -149,6 +149,10 @@ class Llama(torch.nn.Module):
         rows = fb.slots
         write_at = _cache_rows(kv, rows, fb.write_pos, kvh)  # shared by every layer
         t = fb.kv_len
+        # SDPA turns a bool mask into an additive one on every call: once here instead of
+        # once per layer (two ops x 30 layers)
+        mask = torch.zeros(fb.mask.shape, dtype=x.dtype, device=x.device).masked_fill_(
+            ~fb.mask, float("-inf"))
         pad = self.row_buckets
         # decode and verify shapes run on the compiled kernels: one skinny matmul streams
         # each weight once for all rows, and one op each does a norm, a rotary, a gating
@@ -176,7 +180,7 @@ class Llama(torch.nn.Module):
             vc.view(-1, d).index_copy_(0, write_at, vh.reshape(-1, d))
             keys, values = kc[rows, :, :t], vc[rows, :, :t]  # [n, Hkv, T, D]
             att = F.scaled_dot_product_attention(
-                qh.transpose(1, 2), keys, values, attn_mask=fb.mask, enable_gqa=True)
+                qh.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True)
             att = att.transpose(1, 2).reshape(n, q, h_ * d)
             if fused:
                 o = ops.skinny_linear(att.view(nq, -1), wo).view_as(x)
