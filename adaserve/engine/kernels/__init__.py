@@ -117,8 +117,10 @@ def load() -> KernelStatus:
         with open(path.parent / ".build.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.is_file():
-                log.info("building the engine's CPU kernels (once per machine) into %s", path)
+                log.info("building the engine's CPU kernels (once per machine, ~10 s) into %s",
+                         path)
                 spent = build(path)
+                log.info("CPU kernels built in %.1f s", spent)
         torch.ops.load_library(str(path))
     except (OSError, RuntimeError) as e:
         return _unavailable(str(e))
