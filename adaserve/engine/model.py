@@ -184,8 +184,8 @@ class Llama(torch.nn.Module):
             att = att.transpose(1, 2).reshape(n, q, h_ * d)
             if fused:
                 o = ops.skinny_linear(att.view(nq, -1), wo).view_as(x)
-                act = ops.silu_mul(ops.skinny_linear(ops.add_rms_norm_(x, o, ln2, eps).view(nq, -1), wgu))
-                res = ops.skinny_linear(act, wdown).view_as(x)
+                hn = ops.add_rms_norm_(x, o, ln2, eps).view(nq, -1)  # x += o in place
+                res = ops.skinny_linear(ops.silu_mul(ops.skinny_linear(hn, wgu)), wdown).view_as(x)
             else:
                 x = x + _linear(att, wo, pad)
                 gate, up = _linear(self._rms(x, ln2), wgu, pad).chunk(2, dim=-1)
