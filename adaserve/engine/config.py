@@ -89,7 +89,8 @@ class EngineConfig:
 
 # B when no profile says otherwise (library use, `adaserve generate`; `adaserve serve`
 # measures B at start-up instead). 1: no speculation. Unmeasured speculation can lose to
-# none: on the 2-core dev CPU a two-token forward costs 1.31x a one-token one, so the
-# budget rule gives B = 1 there, and B = 16 attained 39.8% against incremental's 50.7% on
-# a bursty mixed-SLO workload (issue 16). `adaserve profile` measures this machine's B.
+# none: on the 2-core dev CPU's eager path a two-token forward cost 1.31x a one-token one
+# (budget rule: B = 1), and B = 16 attained 39.8% against incremental's 50.7% on a bursty
+# mixed-SLO workload (issue 16); the compiled kernels moved its B to 4. `adaserve profile`
+# measures this machine's B.
 DEFAULT_BUDGET = 1
