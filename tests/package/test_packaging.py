@@ -21,6 +21,8 @@ def test_wheel_maps_scheduler_and_loadgen_into_adaserve(tmp_path):
     draft = "adaserve/engine/drafts/smollm2-135m-distilled/"
     assert {draft + f for f in ("model.safetensors", "config.json", "README.md")} <= set(names)
     assert "adaserve/distill/train.py" in names
+    # the CPU kernels' source: an installed engine compiles it at first use
+    assert {"adaserve/engine/kernels/__init__.py", "adaserve/engine/kernels/skinny.cpp"} <= set(names)
     assert {"adaserve/sim/driver.py", "adaserve/sim/data/hardware/cpu-smollm2-135m.json",
             "adaserve/sim/data/acceptance/synthetic-cpu-pair.json"} <= set(names)
 
