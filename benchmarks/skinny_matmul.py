@@ -3,8 +3,11 @@ per backend, side by side: which one the engine should use for each row count.
 
 Backends: ours (torch.ops.adaserve.skinny_linear, the compiled kernel), MKL as F.linear
 (x @ W.T), MKL as W @ x.T (the eager engine's orientation), OpenBLAS through numpy
-(W @ x.T on the same memory, zero-copy). Interleaved rounds, medians; the weights are the
-real SmolLM2-135M ones (538 MB fp32), so every call streams them from DRAM.
+(W @ x.T on the same memory, zero-copy). Medians over rounds; the weights are the real
+SmolLM2-135M ones (538 MB fp32), so every call streams them from DRAM. Each round times one
+backend at every row count, then rests a second before the next: OpenBLAS's threads spin
+after a call and, interleaved call by call, slowed the next backend on the two cores ~2x
+(ours at 8 rows: 128 ms right after numpy, 26-32 ms on its own).
 Prints a table, writes results/skinny_matmul.{md,json}.
 
     python benchmarks/skinny_matmul.py [--rounds 5]
@@ -52,14 +55,14 @@ def main() -> int:
         xs = [torch.randn(t, w.shape[1]) for w in ws]
         inputs[t] = (xs, [x.numpy() for x in xs])
     times = {(b, t): [] for b in backends for t in ROWS}
-    for (b, t) in times:
-        backends[b](*inputs[t])  # warm-up
     for _ in range(args.rounds):
-        for t in ROWS:
-            for b, fn in backends.items():
+        for b, fn in backends.items():
+            fn(*inputs[ROWS[0]])  # warm-up after the rest
+            for t in ROWS:
                 s = time.perf_counter()
                 fn(*inputs[t])
                 times[(b, t)].append(time.perf_counter() - s)
+            time.sleep(1.0)  # let any spinning worker threads go to sleep
     med = {k: statistics.median(v) for k, v in times.items()}
     res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
            "torch": torch.__version__, "date": dt.date.today().isoformat(), "commit": commit(),
@@ -68,7 +71,7 @@ def main() -> int:
     lines = ["# Skinny matmuls: the model's 121 weight matrices at T input rows", "",
              f"- command: `{res['command']}`", f"- machine: {res['machine']}, torch {res['torch']}",
              f"- date: {res['date']}, commit {res['commit']}; medians of {args.rounds} "
-             f"interleaved rounds; {nbytes / 1e6:.0f} MB of fp32 weights per pass", "",
+             f"rounds, one backend at a time with a 1 s rest between; {nbytes / 1e6:.0f} MB of fp32 weights per pass", "",
              "ms for all 121 products (lower is better; best per row count in bold):", "",
              "| T | " + " | ".join(backends) + " |", "|---|" + "---|" * len(backends)]
     for i, t in enumerate(ROWS):
