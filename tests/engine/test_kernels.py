@@ -111,6 +111,14 @@ def test_fast_path_logits_equal_eager(smollm, n, q):
     assert (out[True] - out[False]).abs().max().item() < 1e-4
 
 
+def test_the_config_switch_keeps_the_eager_path():
+    from adaserve.engine import EngineConfig
+    from adaserve.engine.loader import load_models
+
+    m = load_models(EngineConfig(fast_kernels=False))
+    assert not m.target.skinny
+
+
 def _load_in_fresh_process(cache: str, **env: str) -> dict:
     code = textwrap.dedent("""
         import json
