@@ -103,7 +103,7 @@ def read_bandwidth(model, rounds: int = 9) -> tuple[float, float]:
 FORWARD_TOKENS = (1, 2, 4, 6, 8, 12, 16, 24, 32)
 
 
-def forward_curve(model, rounds: int, fast: bool) -> list[float]:
+def forward_curve(model, rounds: int) -> list[float]:
     """Median seconds of one forward of 1 request x T chained tokens after 64 cached."""
     kv = KVCache(model.n_layers, 1, model.cfg.kv_heads, model.cfg.head_dim, 64 + 40,
                  model.dtype, model.device)
@@ -199,7 +199,7 @@ def main() -> int:
                 print(f"round {r} batch {b}: incremental {inc_t[b][-1]:.1f} tok/s, adaserve "
                       f"{v} {spec_t[k][-1]:.1f} tok/s ({accepted[k][-1]:.2f} tokens/step)",
                       flush=True)
-    curves = {name: forward_curve(core.models.target, args.rounds, name == "fast")
+    curves = {name: forward_curve(core.models.target, args.rounds)
               for name, core in engines.items()}
     bw, bw_weights = read_bandwidth(models.target)
     limit = models.target.weight_bytes() / bw

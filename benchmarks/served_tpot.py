@@ -25,8 +25,9 @@ import subprocess
 import sys
 
 from _common import RESULTS, commit, machine, write_results
+from engine import run_engine
 
-from adaserve.engine import EngineConfig, SamplingParams
+from adaserve.engine import EngineConfig
 from adaserve.engine.core import EngineCore
 from adaserve.engine.engine import encode_chat
 from adaserve.engine.loader import load_models
@@ -40,15 +41,10 @@ def engine_only(rounds: int, new: int) -> list[float]:
     tok = core.models.tokenizer
     out = []
     prompts = prompt_set("short", 6)  # the served run's set (same seed)
-    for r in range(rounds):
-        for i, p in enumerate(prompts):
-            core.add(f"e{r}-{i}", encode_chat(tok, p.as_messages()),
-                     SamplingParams(max_tokens=new, ignore_eos=True))
-            n0 = len(core.stats)
-            while core.has_work:
-                core.step()
-            steps = [s.seconds for s in list(core.stats)[n0:] if s.prefill_tokens == 0]
-            out.append(statistics.fmean(steps))
+    for _ in range(rounds):
+        for p in prompts:
+            _, stats = run_engine(core, [encode_chat(tok, p.as_messages())], new)
+            out.append(statistics.fmean(s.seconds for s in stats if s.prefill_tokens == 0))
     return out
 
 

@@ -91,6 +91,6 @@ class EngineConfig:
 # measures B at start-up instead). 1: no speculation. Unmeasured speculation can lose to
 # none: on the 2-core dev CPU's eager path a two-token forward cost 1.31x a one-token one
 # (budget rule: B = 1), and B = 16 attained 39.8% against incremental's 50.7% on a bursty
-# mixed-SLO workload (issue 16); the compiled kernels moved its B to 4. `adaserve profile`
+# mixed-SLO workload (issue 16); the compiled kernels moved its B to 6. `adaserve profile`
 # measures this machine's B.
 DEFAULT_BUDGET = 1

@@ -14,7 +14,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -64,7 +63,7 @@ def _supported() -> str | None:
     return None
 
 
-def _command(out: Path) -> list[str]:
+def _command(out: Path | str) -> list[str]:
     torch_dir = Path(torch.__file__).parent
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [_cxx(), *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
@@ -76,10 +75,11 @@ def _command(out: Path) -> list[str]:
 
 
 def library_path() -> Path:
-    """The cached library for this source, torch build, compiler and flags."""
+    """The cached library for this source and build command (torch's paths and ABI, the
+    compiler, every flag and library)."""
     key = hashlib.sha256()
     key.update(SOURCE.read_bytes())
-    key.update(f"{torch.__version__} {sys.version_info[:2]} {FLAGS} {_cxx()}".encode())
+    key.update(f"{torch.__version__} {' '.join(_command('OUT'))}".encode())
     return cache_root() / "kernels" / f"skinny-{key.hexdigest()[:16]}.so"
 
 

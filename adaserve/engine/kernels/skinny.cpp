@@ -1,6 +1,6 @@
 // Skinny fp32 matmuls for decoding on AVX2 CPUs: y[M, N] = x[M, K] @ w[N, K]^T for small M.
 //
-// Why: at M <= 16 a transformer forward is a stream of its weights. MKL and oneDNN read
+// Why: at M <= 32 a transformer forward is a stream of its weights. MKL and oneDNN read
 // them at about half the machine's bandwidth for such shapes (results/engine.md), so
 // verifying 8 tokens cost almost twice a 1-token step. Here each thread streams its own
 // contiguous run of weight rows exactly once and multiplies every loaded weight vector
@@ -40,7 +40,7 @@ inline float hsum(__m256 v) {
 constexpr int64_t kPrefetch = 2048;
 
 // One tile: R weight rows times C input rows, all K. R * C accumulators live in
-// registers (at most 12 of the 16 ymm, leaving room for the loads). `prefetch`: the first
+// registers (12 of the 16 ymm for 3 x 4; 2 x 8 spills a few and still measured best). `prefetch`: the first
 // input chunk pulls the weights in; later chunks find them in L1/L2.
 template <int R, int C>
 void tile(const float* w, const float* x, float* y, int64_t K, int64_t ldy, bool prefetch) {
