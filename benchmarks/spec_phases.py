@@ -14,51 +14,78 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import datetime as dt
 import statistics
 import sys
 import time
 
 from _common import commit, machine, write_results
-from engine import PROMPTS
+from engine import PROMPTS, chat_ids, run_engine
 
-from adaserve.engine import EngineConfig, SamplingParams
+from adaserve.engine import EngineConfig
 from adaserve.engine.core import EngineCore
-from adaserve.engine.engine import encode_chat, load_profile
+from adaserve.engine.engine import load_profile
 from adaserve.engine.loader import load_models
 
 
-def timed(obj, name: str, acc: dict, key: str) -> None:
-    f = getattr(obj, name)
+@contextlib.contextmanager
+def timed(targets: list[tuple[object, str, str, str | None]], acc: dict, active: set):
+    """Wraps each (object, method, key, within) to add its seconds and calls to acc, counted
+    only while ``within`` is in ``active`` when one is named (the draft model's forwards
+    inside drafting, not its prefill); a wrapped target is in ``active`` while it runs.
+    Restores the methods on exit (the draft model is shared between runs)."""
+    saved = []
+    for obj, name, key, within in targets:
+        f = getattr(obj, name)
 
-    def g(*a, **k):
-        t = time.perf_counter()
-        try:
-            return f(*a, **k)
-        finally:
-            acc[key] += time.perf_counter() - t
-            acc[key + " calls"] += 1
+        def g(*a, f=f, key=key, within=within, **k):
+            if within is not None and within not in active:
+                return f(*a, **k)
+            active.add(key)
+            t = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                active.discard(key)
+                acc[key] += time.perf_counter() - t
+                acc[key + " calls"] += 1
 
-    setattr(obj, name, g)
+        saved.append((obj, name, obj.__dict__.get(name)))
+        setattr(obj, name, g)
+    try:
+        yield
+    finally:
+        for obj, name, before in saved:
+            if before is None:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, before)
 
 
 def run(core: EngineCore, new: int) -> tuple[dict, list]:
     acc: dict = collections.defaultdict(float)
-    for obj, names in ((core.executor, ("draft", "verify", "commit_draft")),
-                       (core.policy, ("plan", "select"))):
-        for n in names:
-            timed(obj, n, acc, n)
+    # phases are counted in decode iterations only, as the iteration times are: "decode" is
+    # active from an iteration that prefilled nothing to the next iteration's prefill
+    active: set = set()
+    prefill = core._prefill
+
+    def gate() -> int:
+        n = prefill()
+        (active.discard if n else active.add)("decode")
+        return n
+
+    core._prefill = gate
+    targets = [(core.executor, n, n, "decode") for n in ("draft", "verify", "commit_draft")]
+    targets += [(core.policy, n, n, "decode") for n in ("plan", "select")]
     if core.models.draft is not None:
-        timed(core.models.draft, "forward", acc, "draft forward")
+        targets.append((core.models.draft, "forward", "draft forward", "draft"))
     tok = core.models.tokenizer
     stats = []
-    for i, p in enumerate(PROMPTS):
-        core.add(f"p{i}", encode_chat(tok, [{"role": "user", "content": p}]),
-                 SamplingParams(max_tokens=new, ignore_eos=True))
-        n0 = len(core.stats)
-        while core.has_work:
-            core.step()
-        stats += [s for s in list(core.stats)[n0:] if s.prefill_tokens == 0]
+    with timed(targets, acc, active):
+        for i in range(len(PROMPTS)):
+            stats += [s for s in run_engine(core, [chat_ids(tok, i)], new)[1]
+                      if s.prefill_tokens == 0]
     return acc, stats
 
 
@@ -68,12 +95,10 @@ def main() -> int:
     ap.add_argument("--new-tokens", type=int, default=64)
     args = ap.parse_args()
     rows = []
-    models = None
+    models = load_models(EngineConfig(policy="adaserve"))  # incremental leaves the draft idle
     for b in [None] + args.budgets:
         cfg = EngineConfig(policy="incremental" if b is None else "adaserve", budget=b,
-                           max_batch=1, draft=None if b is None else "auto")
-        models = load_models(cfg) if models is None or b is not None and models.draft is None \
-            else models
+                           max_batch=1)
         core = EngineCore(cfg, models, load_profile(cfg))
         run(core, 4)  # warm-up
         core = EngineCore(cfg, models, load_profile(cfg))
