@@ -28,7 +28,9 @@ from adaserve.scheduler.selection import (
     select_roots,
     select_slo_customized,
     top_yield,
+    trim,
 )
+from adaserve.scheduler.pacing import pace_cap
 from adaserve.scheduler.shape import SpecPlan, depth_width
 from adaserve.scheduler.slo import SLO_EPS, BatchView, capped_requirement
 from adaserve.scheduler.tree import CandidateBatch
@@ -216,6 +218,23 @@ class AdaServeTriagePolicy(AdaServePolicy):
         return served & ~unreachable(batch, a_max, plan.t_spec_s)
 
 
+class AdaServePacedPolicy(AdaServePolicy):
+    """AdaServe, with every request paced: after both phases, a request keeps at most the
+    tokens that bring it to ``config.pace`` x its SLO after this iteration
+    (``pacing.pace_cap``), and the budget it gives back is left unspent, so the iteration
+    verifies fewer tokens and ends sooner for everyone. A request behind its pace is never
+    trimmed below what the SLO phase gave it (the cap is the SLO phase's own need at a
+    tighter SLO); best-effort requests are not paced."""
+
+    name = "adaserve-paced"
+    summary = "adaserve, each request verifies no more than keeps it at a pace ahead of its SLO"
+
+    def _select(self, batch, plan, candidates):
+        sel = super()._select(batch, plan, candidates)
+        return trim(candidates, sel, pace_cap(batch, plan.t_spec_s, self.config.pace,
+                                              self.config.rules))
+
+
 class AdaServeCalibratedPolicy(AdaServePolicy):
     """AdaServe, counting each node as rho_r * f(v) tokens in the SLO phase.
 
@@ -378,7 +397,7 @@ def _chain(k: int) -> SpecPlan:
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
     for cls in (AdaServePolicy, AdaServeTextPolicy, AdaServeTriagePolicy,
-                AdaServeCalibratedPolicy,
+                AdaServePacedPolicy, AdaServeCalibratedPolicy,
                 GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy, TurboSpecPolicy,
                 IncrementalPolicy, *STATIC_CHAINS)
 }

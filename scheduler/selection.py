@@ -169,6 +169,23 @@ def select_slo_customized(c: CandidateBatch, budget: int, requirement: np.ndarra
     return _result(c, slo_mask | _top_k(c, cost, spare), target)
 
 
+def trim(c: CandidateBatch, sel: Selection, cap: np.ndarray) -> Selection:
+    """``sel`` with each row cut to its ``cap`` best tokens (root included; inf: no cap).
+
+    Every phase takes a prefix of a row's rank order (f desc, depth, index), so a row's
+    selected nodes are its first counts - 1 ranked ones, and its first cap - 1 ranked
+    nodes are its best selected ones: still a prefix, so the trees stay ancestor-closed."""
+    cap = np.asarray(cap, np.float64)
+    rows = np.flatnonzero(sel.counts > cap)  # [P]
+    if rows.size == 0:
+        return sel
+    cols, _ = _row_ranking(c, _costs(c), rows, c.parent.shape[1] - 1)  # [P, K] rank order
+    mask = sel.mask.copy()
+    mask[rows] = False
+    _mark(mask, rows, cols, (cap[rows] - 1).astype(np.int64))
+    return _result(c, mask, sel.target)
+
+
 def top_yield(c: CandidateBatch, k: int) -> np.ndarray:
     """[n] expected tokens of each request's k best nodes, root included: 1 + the sum of
     the k - 1 highest f(v) of its tree (fewer where the tree has fewer usable nodes)."""
