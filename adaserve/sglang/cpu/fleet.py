@@ -1,5 +1,6 @@
 """`adaserve sglang fleet-cpu`: N `adaserve sglang serve-cpu` replicas behind SGLang's own
-router (sglang-router), started and taken down together (issue 28).
+router (sglang-router), with the SLO front before it, started and taken down together
+(issue 28).
 
 The replicas are exactly what `serve-cpu` starts, with whatever flags follow ``--`` (so
 its defaults, the draft included, are the fleet's), each on its own port, with
@@ -7,12 +8,14 @@ its defaults, the draft included, are the fleet's), each on its own port, with
 (it converts the packaged model into the cache on a fresh machine, and two converters
 would race); the others start together once it answers. Then the router
 (``python -m sglang_router.launch_router``) starts in front of them with the routing
-policy asked for, and the fleet prints one JSON line per part (role, url, pid).
+policy asked for, on an internal port, and the front (``adaserve.sglang.front``: the
+router drops every SLO a client states, so the front carries it on ``tracestate``) on the
+fleet's port. The fleet prints one JSON line per part (role, url, pid).
 
 A replica that dies is reported and left dead: the router's health checks take it out,
 which is what a fleet is for. The fleet stops when it is told to (SIGINT or SIGTERM) or
-when the router exits, and then stops every part, each with its whole process group
-(SGLang spawns a scheduler and a detokenizer per replica).
+when the router or the front exits, and then stops every part, each with its whole
+process group (SGLang spawns a scheduler and a detokenizer per replica).
 """
 
 from __future__ import annotations
@@ -43,16 +46,19 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "manual honours the X-SMG-Target-Worker and X-SMG-Routing-Key "
                         "headers (docs/fleet.md)")
     p.add_argument("--host", default="127.0.0.1", help="address the router and replicas use")
-    p.add_argument("--port", type=int, default=30000, help="the router's port")
+    p.add_argument("--port", type=int, default=30000,
+                   help="the fleet's port, where clients connect (the SLO front)")
+    p.add_argument("--router-port", type=int, default=0,
+                   help="the router's own port, behind the front (default 0: a free port)")
     p.add_argument("--replica-port", type=int, default=None,
                    help="the first replica's port; the others follow it (default: the "
                         "router's + 1; 0: free ports chosen by the system)")
     p.add_argument("--router-metrics-port", type=int, default=29000,
                    help="the router's own Prometheus port (0: a free port)")
     p.add_argument("--health-check-interval", type=int, default=5,
-                   help="seconds between the router's health checks of each replica; one "
-                        "failed check takes a replica out (sglang-router's default is 60 s "
-                        "and 3 failures)")
+                   help="seconds between the router's health checks of each replica; two "
+                        "failed checks in a row take a replica out (sglang-router's default "
+                        "is 60 s and 3 failures)")
     p.add_argument("--router-args", default="",
                    help="more sglang-router flags, as one quoted string")
     p.add_argument("--log-dir", type=Path, default=None,
@@ -105,12 +111,16 @@ def replica_command(args: argparse.Namespace, port: int) -> list[str]:
             "--host", args.host, "--port", str(port)]
 
 
-def router_command(args: argparse.Namespace, urls: list[str], metrics_port: int) -> list[str]:
+def router_command(args: argparse.Namespace, urls: list[str], port: int,
+                   metrics_port: int) -> list[str]:
     return [sys.executable, "-m", "sglang_router.launch_router", "--worker-urls", *urls,
-            "--policy", args.policy, "--host", args.host, "--port", str(args.port),
+            "--policy", args.policy, "--host", args.host, "--port", str(port),
             "--prometheus-host", args.host, "--prometheus-port", str(metrics_port),
             "--health-check-interval-secs", str(args.health_check_interval),
-            "--health-failure-threshold", "1", "--log-level", "warn",
+            # a dead replica refuses the connection at once; a busy one on a CPU can take
+            # seconds to answer /health, which must not take it out
+            "--health-failure-threshold", "2", "--health-check-timeout-secs", "30",
+            "--log-level", "warn",
             *shlex.split(args.router_args)]
 
 
@@ -174,17 +184,23 @@ def main(args: argparse.Namespace) -> int:
         for part in parts[1:]:
             _wait_healthy(part, "/health_generate", args.startup_timeout)
         metrics_port = args.router_metrics_port or free_port()
-        router = _start("router", 0, router_command(args, urls, metrics_port),
-                        f"http://{args.host}:{args.port}", logdir / "router.log")
+        router_port = args.router_port or free_port()
+        router = _start("router", 0, router_command(args, urls, router_port, metrics_port),
+                        f"http://{args.host}:{router_port}", logdir / "router.log")
         parts.append(router)
         _wait_healthy(router, "/readiness", 120)
+        front = _start("front", 0, [sys.executable, "-m", "adaserve.sglang.front", "--router",
+                                    router.url, "--host", args.host, "--port", str(args.port)],
+                       f"http://{args.host}:{args.port}", logdir / "front.log")
+        parts.append(front)
+        _wait_healthy(front, "/readiness", 120)
         for part in parts:
             print(part.line(), flush=True)
-        print(json.dumps({"fleet": "ready", "url": router.url,
+        print(json.dumps({"fleet": "ready", "url": front.url, "router": router.url,
                           "router_metrics": f"http://{args.host}:{metrics_port}/metrics"}),
               flush=True)
         dead: set[int] = set()
-        while router.proc.poll() is None:
+        while router.proc.poll() is None and front.proc.poll() is None:
             for part in parts:
                 if part.role == "replica" and part.index not in dead and \
                         part.proc.poll() is not None:
@@ -192,8 +208,10 @@ def main(args: argparse.Namespace) -> int:
                     print(json.dumps({"fleet": "replica exited", "index": part.index,
                                       "code": part.proc.returncode}), flush=True)
             time.sleep(1)
-        print(json.dumps({"fleet": "router exited", "code": router.proc.returncode}),
-              flush=True)
+        for part in (router, front):
+            if part.proc.poll() is not None:
+                print(json.dumps({"fleet": f"{part.role} exited",
+                                  "code": part.proc.returncode}), flush=True)
         return 1
     except KeyboardInterrupt:
         return 0
@@ -201,5 +219,5 @@ def main(args: argparse.Namespace) -> int:
         print(f"adaserve sglang fleet-cpu: {e}", file=sys.stderr)
         return 1
     finally:
-        for part in reversed(parts):  # the router first: no request goes to a stopping replica
+        for part in reversed(parts):  # front and router first: nothing reaches a stopping replica
             part.stop()
