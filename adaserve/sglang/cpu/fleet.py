@@ -221,3 +221,50 @@ def main(args: argparse.Namespace) -> int:
     finally:
         for part in reversed(parts):  # front and router first: nothing reaches a stopping replica
             part.stop()
+
+
+class FleetProcess:
+    """`adaserve sglang fleet-cpu` started as a child in its own process group, for the
+    tests and the benchmark: waits for its "ready" line and keeps what its lines say
+    (``url``: the front, ``router``, ``replicas`` by index, each a dict with url and pid)."""
+
+    def __init__(self, argv: list[str], out: Path, *, env: dict[str, str] | None = None,
+                 cwd: Path | None = None, timeout_s: float = 1500.0) -> None:
+        self.out = out
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "adaserve.cli", "sglang",
+                                      "fleet-cpu", *argv], stdout=out.open("w"),
+                                     stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                     start_new_session=True)
+        while time.monotonic() - self.t0 < timeout_s:
+            lines = self.lines()
+            ready = [ln for ln in lines if ln["fleet"] == "ready"]
+            if ready:
+                self.ready_s = time.monotonic() - self.t0
+                self.url, self.router = ready[0]["url"], next(
+                    ln for ln in lines if ln["fleet"] == "router")
+                self.replicas = {ln["index"]: ln for ln in lines if ln["fleet"] == "replica"}
+                self.parts = [ln for ln in lines if "pid" in ln]
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"fleet-cpu exited: {out.read_text()[-4000:]}")
+            time.sleep(1)
+        self.stop()
+        raise TimeoutError(f"the fleet did not come up in {timeout_s:.0f} s: "
+                           f"{out.read_text()[-4000:]}")
+
+    def lines(self) -> list[dict]:
+        return [json.loads(ln) for ln in self.out.read_text().splitlines()
+                if ln.startswith("{")]
+
+    def stop(self) -> None:
+        """SIGTERM to the fleet, which stops its parts; SIGKILL to the group after 120 s."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(120)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
