@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adaserve.sglang.cpu.fleet import FleetProcess
+from adaserve.sglang.cpu.fleet import FleetProcess, group_alive
 from adaserve.sglang.cpu.process import free_port
 
 pytestmark = pytest.mark.slow
@@ -88,14 +88,6 @@ def fleet(tmp_path_factory):
     f = Fleet(tmp_path_factory.mktemp("fleet_cpu"))
     yield f
     f.stop()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.killpg(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 def _one_more_on_one_replica(before: list[float], after: list[float]) -> bool:
@@ -247,4 +239,4 @@ def test_stopping_the_fleet_stops_every_part(tmp_path_factory, fleet):
     pids = [ln["pid"] for ln in fleet.parts]  # replicas, router, front
     fleet.stop()
     assert fleet.proc.returncode == 0, fleet.out.read_text()[-2000:]
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(group_alive(pid) for pid in pids)  # each part leads its own group

@@ -59,6 +59,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="seconds between the router's health checks of each replica; two "
                         "failed checks in a row take a replica out (sglang-router's default "
                         "is 60 s and 3 failures)")
+    p.add_argument("--health-check-endpoint", default="/model_info",
+                   help="the replica route the router's health checks GET (default "
+                        "/model_info: the replica's HTTP process answers it without the "
+                        "scheduler; SGLang's /health runs a generation, which a loaded CPU "
+                        "replica can take over its 20 s limit to answer, and the router "
+                        "then takes a live replica out)")
     p.add_argument("--router-args", default="",
                    help="more sglang-router flags, as one quoted string")
     p.add_argument("--log-dir", type=Path, default=None,
@@ -83,15 +89,43 @@ class Part:
                            "pid": self.proc.pid, "log": str(self.log)})
 
     def stop(self) -> None:
-        """SIGTERM to the part's process group, SIGKILL after 30 s."""
+        """SIGTERM to the part's process group; SIGKILL to what is left of it after 30 s.
+        Returns once the group's processes have exited (SGLang's scheduler and detokenizer
+        outlive the server's main process by a moment)."""
+        stop_group(self.proc, 30.0)
+
+
+def group_alive(pgid: int) -> bool:
+    """Is any process of the group still running (zombies not counted)?"""
+    import psutil
+
+    for p in psutil.process_iter(["status"]):
         try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return False
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM to ``proc``'s process group, SIGKILL to the group after ``grace_s``."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        proc.poll()  # reap our own child: a zombie leader is not a running process
+        if not group_alive(proc.pid):
+            proc.wait()
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def replica_ports(args: argparse.Namespace) -> list[int]:
@@ -120,6 +154,7 @@ def router_command(args: argparse.Namespace, urls: list[str], port: int,
             # a dead replica refuses the connection at once; a busy one on a CPU can take
             # seconds to answer /health, which must not take it out
             "--health-failure-threshold", "2", "--health-check-timeout-secs", "30",
+            "--health-check-endpoint", args.health_check_endpoint,
             "--log-level", "warn",
             *shlex.split(args.router_args)]
 
@@ -258,13 +293,5 @@ class FleetProcess:
                 if ln.startswith("{")]
 
     def stop(self) -> None:
-        """SIGTERM to the fleet, which stops its parts; SIGKILL to the group after 120 s."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(120)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
+        """SIGTERM to the fleet, which stops its parts; SIGKILL to its group after 180 s."""
+        stop_group(self.proc, 180.0)
