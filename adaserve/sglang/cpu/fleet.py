@@ -47,7 +47,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "headers (docs/fleet.md)")
     p.add_argument("--host", default="127.0.0.1", help="address the router and replicas use")
     p.add_argument("--port", type=int, default=30000,
-                   help="the fleet's port, where clients connect (the SLO front)")
+                   help="the fleet's port, where clients connect (the SLO front; 0: a free "
+                        "port)")
     p.add_argument("--router-port", type=int, default=0,
                    help="the router's own port, behind the front (default 0: a free port)")
     p.add_argument("--replica-port", type=int, default=None,
@@ -78,7 +79,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 @dataclass
 class Part:
-    role: str  # router | replica
+    role: str  # replica | router | front
     index: int
     url: str
     proc: subprocess.Popen
@@ -129,7 +130,8 @@ def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
 
 
 def replica_ports(args: argparse.Namespace) -> list[int]:
-    first = args.port + 1 if args.replica_port is None else args.replica_port
+    first = (args.port + 1 if args.port else 0) if args.replica_port is None \
+        else args.replica_port
     if first == 0:
         return [free_port() for _ in range(args.replicas)]
     return [first + i for i in range(args.replicas)]
@@ -152,7 +154,7 @@ def router_command(args: argparse.Namespace, urls: list[str], port: int,
             "--prometheus-host", args.host, "--prometheus-port", str(metrics_port),
             "--health-check-interval-secs", str(args.health_check_interval),
             # a dead replica refuses the connection at once; a busy one on a CPU can take
-            # seconds to answer /health, which must not take it out
+            # seconds to answer at all, which must not take it out
             "--health-failure-threshold", "2", "--health-check-timeout-secs", "30",
             "--health-check-endpoint", args.health_check_endpoint,
             "--log-level", "warn",
@@ -224,9 +226,10 @@ def main(args: argparse.Namespace) -> int:
                         f"http://{args.host}:{router_port}", logdir / "router.log")
         parts.append(router)
         _wait_healthy(router, "/readiness", 120)
+        port = args.port or free_port()
         front = _start("front", 0, [sys.executable, "-m", "adaserve.sglang.front", "--router",
-                                    router.url, "--host", args.host, "--port", str(args.port)],
-                       f"http://{args.host}:{args.port}", logdir / "front.log")
+                                    router.url, "--host", args.host, "--port", str(port)],
+                       f"http://{args.host}:{port}", logdir / "front.log")
         parts.append(front)
         _wait_healthy(front, "/readiness", 120)
         for part in parts:
