@@ -10,7 +10,7 @@ real `serve-cpu` replicas running ADASERVE behind SGLang's own router (sglang-ro
 - the body `slo` sent to a replica directly needs the request contract of issue 27 on
   SGLang's routes: skipped, saying so, while it is not honoured;
 - a bad SLO is a 400 through the router, and the fleet keeps serving;
-- greedy output through the router is identical to one replica's;
+- greedy output through the fleet is identical to one replica's, streaming too;
 - a replica killed mid-run: the clients see errors only for requests that were on it
   (counted), the other replica keeps serving, and the router stops sending to it;
 - stopping the fleet stops every process it started.
@@ -19,6 +19,7 @@ Lean, for CI on two cores: 16-32 new tokens, a handful of requests."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -183,6 +184,23 @@ def test_greedy_output_through_the_router_equals_one_replica(fleet):
     with ThreadPoolExecutor(3) as pool:
         rs = list(pool.map(lambda p: fleet.generate(fleet.url, p), PROMPTS[:3]))
     assert [r.json()["output_ids"] for r in rs] == [direct[p] for p in PROMPTS[:3]]
+
+
+def test_streaming_through_the_fleet_matches_and_reports(fleet):
+    """SSE through the front and the router: the same greedy tokens as one replica, and
+    the final chunk reports the request's class."""
+    direct = fleet.generate(fleet.replicas[0]["url"], PROMPTS[3]).json()["output_ids"]
+    last = None
+    with httpx.stream("POST", fleet.url + "/generate", timeout=600,
+                      headers={"X-SLO-Class": "urgent"}, json={
+                          "text": PROMPTS[3], "stream": True, "sampling_params": {
+                              "temperature": 0, "ignore_eos": True, "max_new_tokens": 16}}) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                last = json.loads(line[6:])
+    assert last["output_ids"] == direct
+    assert last["meta_info"]["slo_class"] == "urgent"
 
 
 def test_round_robin_uses_both_replicas(fleet):
