@@ -4,8 +4,9 @@ Starts `adaserve sglang fleet-cpu --replicas N` (ADASERVE replicas, target as it
 draft, the test tier's lean settings), then:
 
 - start-up: seconds until the fleet is ready (every replica answers, then router, front);
-- memory: resident memory (RSS, MiB) of each part with all its child processes, idle and
-  the peak while serving, sampled every 0.5 s;
+- memory: proportional set size (PSS, MiB: resident memory, shared pages split among
+  the processes sharing them) of each part with all its child processes, idle and the
+  peak while serving, sampled every 0.5 s;
 - time: ``--requests`` requests of ``--tokens`` tokens, ``--concurrency`` at a time,
   through the fleet, then the same requests straight to replica 0 alone (one replica at
   the same load), rounds alternating so a slow spell of the machine lands on both;
@@ -55,8 +56,11 @@ REPLICA_ARGS = ["--max-running-requests", "8", "--max-total-tokens", "4096",
 HEALTH_CHECK_S = 2
 
 
-def rss_mib(pid: int) -> float:
-    """A process and all its descendants, resident MiB (0 once it is gone)."""
+def pss_mib(pid: int) -> float:
+    """A process and all its descendants, proportional set size in MiB (0 once it is
+    gone): resident memory with each shared page split among the processes sharing it, so
+    a part's processes (SGLang's server, scheduler, detokenizer share their libraries) and
+    the parts add up without counting a page twice."""
     try:
         p = psutil.Process(pid)
         procs = [p, *p.children(recursive=True)]
@@ -65,14 +69,14 @@ def rss_mib(pid: int) -> float:
     total = 0
     for q in procs:
         try:
-            total += q.memory_info().rss
+            total += q.memory_full_info().pss
         except psutil.NoSuchProcess:
             pass
     return total / 2**20
 
 
 class Sampler:
-    """Peak RSS per part while running, every 0.5 s in a thread."""
+    """Peak PSS per part while running, every 0.5 s in a thread."""
 
     def __init__(self, parts: dict[str, int]) -> None:
         self.parts, self.peak = parts, {k: 0.0 for k in parts}
@@ -83,7 +87,7 @@ class Sampler:
     def _run(self) -> None:
         while not self.stopped.wait(0.5):
             for k, pid in self.parts.items():
-                self.peak[k] = max(self.peak[k], rss_mib(pid))
+                self.peak[k] = max(self.peak[k], pss_mib(pid))
 
     def stop(self) -> dict[str, float]:
         self.stopped.set()
@@ -162,7 +166,7 @@ def main() -> int:
     try:
         parts = {f"{ln['fleet']} {ln['index']}": ln["pid"] for ln in fleet.parts}
         time.sleep(5)
-        idle = {k: rss_mib(pid) for k, pid in parts.items()}
+        idle = {k: pss_mib(pid) for k, pid in parts.items()}
         sampler = Sampler(parts)
         one = fleet.replicas[0]["url"]
         runs = {"fleet": [], "one replica": []}
@@ -199,7 +203,7 @@ def render(args, fleet, idle, peak, runs, killed) -> str:
         f"Ready in {fleet.ready_s:.0f} s (replica 0 alone, then the others together, the "
         "router, the front).",
         "",
-        "## Memory (RSS with child processes, MiB)",
+        "## Memory (PSS with child processes, MiB)",
         "",
         "| part | idle | peak while serving |",
         "|---|---|---|",
