@@ -1,5 +1,6 @@
-"""SLOs on SGLang's HTTP routes: X-SLO-TPOT-MS / X-SLO-Class headers and body
-``custom_params`` (``tpot_slo_ms`` / ``slo_class``), resolved once at the edge by the
+"""SLOs on SGLang's HTTP routes: X-SLO-TPOT-MS / X-SLO-Class headers (or, behind a router,
+their ``tracestate`` member: tracestate.py) and body ``custom_params`` (``tpot_slo_ms`` /
+``slo_class``), resolved once at the edge by the
 embedded server's rules, written back into ``custom_params`` (which SGLang carries to
 ``req.sampling_params.custom_params`` in the scheduler unchanged), and a bad value is a
 400 before anything is queued.
@@ -17,13 +18,15 @@ from collections.abc import Mapping
 
 from adaserve.server.slo_classes import SLOError
 from adaserve.sglang.slo import adaserve_selected, configured_classes, request_slo
+from adaserve.sglang.tracestate import slo_headers
 
 
 def resolved(custom_params: Mapping | None, headers: Mapping[str, str]) -> dict:
     """custom_params with the request's SLO resolved into it (class and milliseconds;
-    best effort: no tpot_slo_ms). SLOError for bad input."""
+    best effort: no tpot_slo_ms). The headers include the SLO a router carried on
+    ``tracestate`` (tracestate.py). SLOError for bad input."""
     classes, default = configured_classes()
-    label, slo = request_slo(custom_params, classes, default, headers)
+    label, slo = request_slo(custom_params, classes, default, slo_headers(headers))
     out = dict(custom_params or {})
     out["slo_class"] = label
     out.pop("tpot_slo_ms", None)

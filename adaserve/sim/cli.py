@@ -33,7 +33,9 @@ workloads (one of):
 
 examples:
   adaserve simulate --trace fig8_9_rps3.0_ol256.csv --policies adaserve,incremental --out sim
-  adaserve simulate --rate 3 --requests 500 --arrival gamma --cv 2 --seeds 0,1,2"""
+  adaserve simulate --rate 3 --requests 500 --arrival gamma --cv 2 --seeds 0,1,2
+  adaserve simulate --trace fig8_9_rps3.0_ol256.csv --replicas 4 --rate-scale 4 \
+      --router round-robin,slo-aware   # a fleet: 4 servers behind a router"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -91,6 +93,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="write <out>/<policy>/{records.jsonl,summary.json} (default: print "
                         "only)")
+    from adaserve.sim.fleet_cli import add_args as add_fleet_args
+    add_fleet_args(p)
     p.add_argument("--quiet", action="store_true",
                    help="no progress bar (there is none either when stderr is not a terminal)")
 
@@ -124,6 +128,19 @@ def _main(args: argparse.Namespace) -> int:
                      max_width=args.max_width, cost_aware_depth=not args.eq8_depth)
     check_policies(setup, policies)
     workload, describe = _workload_of(args, baseline)
+    if args.rate_scale != 1:
+        from adaserve.sim.scale import scale_rate
+
+        unscaled, k = workload, args.rate_scale
+
+        def workload(seed: int):
+            return scale_rate(unscaled(seed), k)
+
+        describe += f"; rate x{k} (played {k} times back to back, each {k}x faster)"
+    if args.replicas != 1 or args.router is not None:
+        from adaserve.sim.fleet_cli import main as fleet_main
+
+        return fleet_main(args, setup, policies, seeds, workload, describe, hw.name, baseline)
     command = "adaserve simulate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     t0 = time.perf_counter()
     for seed in seeds:
