@@ -28,11 +28,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "replicas at one replica's load)")
 
 
-def main(args: argparse.Namespace, setup, policies: Sequence[str], seeds: Sequence[int],
+def main(args: argparse.Namespace, setup_for: Callable, policies: Sequence[str],
+         seeds: Sequence[int],
          workload: Callable, describe: str, hardware: str, baseline_ms: float) -> int:
     from adaserve.loadgen.records import summarize, summary_table
     from adaserve.sim.driver import write_run
     from adaserve.sim.fleet import simulate_fleet
+    from adaserve.sim.cli import engine_meta
     from adaserve.sim.run import shows_progress
 
     if args.replicas < 1 or args.rate_scale < 1:
@@ -46,7 +48,7 @@ def main(args: argparse.Namespace, setup, policies: Sequence[str], seeds: Sequen
         reqs = workload(seed)
         for policy in policies:
             for router in routers:
-                res = simulate_fleet(dataclasses.replace(setup, policy=policy), reqs,
+                res = simulate_fleet(setup_for(policy), reqs,
                                      args.replicas, router, seed,
                                      progress=shows_progress(args.quiet))
                 print(f"\n## {res.headline()}\n")
@@ -65,11 +67,9 @@ def main(args: argparse.Namespace, setup, policies: Sequence[str], seeds: Sequen
                         "date": dt.datetime.now().isoformat(timespec="seconds"),
                         "backend": "sim-fleet", "policy": policy, "router": router,
                         "replicas": args.replicas, "rate_scale": args.rate_scale,
-                        "seed": seed, "hardware": hardware,
-                        "acceptance": str(args.acceptance), "workload": describe,
-                        "baseline_latency_ms": baseline_ms, "max_batch": args.max_batch,
-                        "prefill_chunk": args.prefill_chunk, "max_depth": args.max_depth,
-                        "max_width": args.max_width, "eq8_depth": args.eq8_depth,
+                        "seed": seed, "workload": describe,
+                        "baseline_latency_ms": baseline_ms,
+                        **engine_meta(args, setup_for(policy)),
                         "requests": len(reqs), "iterations": res.iterations,
                         "replica_of": {str(k): v for k, v in res.replica_of.items()},
                         "simulated_s": res.simulated_s, "wall_s": res.wall_s})
