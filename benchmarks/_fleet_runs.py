@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _common import RESULTS
-from _paper import PREFILL_CHUNK, PaperSetup
+from _paper import PaperSetup
 from _paper_runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha
 
 from adaserve.loadgen.records import Record, summarize
 from adaserve.sim.fleet import simulate_fleet
-from adaserve.sim.hardware import DATA as HW_DATA, HardwareModel
+from adaserve.sim.hardware import DATA as HW_DATA
 from adaserve.sim.scale import scale_rate
-from adaserve.sim.workload import read_paper_trace
+from adaserve.sim.setups import DATA as SETUP_DATA
 
 RUNS = RESULTS / "sim" / "fleet-runs"
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,14 +53,14 @@ class FleetTask:
     seed: int
 
     def inputs(self) -> dict:
-        return {"trace_sha": _sha(self.trace), "hardware": self.setup.hardware,
-                "hardware_sha": _model_sha(HW_DATA / f"{self.setup.hardware}.json"),
+        hw = self.setup.deploy.hardware_of(self.policy)
+        return {"trace_sha": _sha(self.trace), "deployment": self.setup.deployment,
+                "deployment_sha": _model_sha(SETUP_DATA / f"{self.setup.deployment}.json"),
+                "hardware": hw, "hardware_sha": _model_sha(HW_DATA / f"{hw}.json"),
                 "acceptance": self.setup.acceptance,
                 "acceptance_sha": _model_sha(ACC_DATA / f"{self.setup.acceptance}.json"),
                 "policy": self.policy, "router": self.router, "replicas": self.replicas,
-                "seed": self.seed, "max_batch": self.setup.max_batch,
-                "max_depth": self.setup.max_depth, "max_width": self.setup.max_width,
-                "prefill_chunk": PREFILL_CHUNK, "code_sha": code_sha()}
+                "seed": self.seed, "code_sha": code_sha()}
 
     @property
     def path(self) -> Path:
@@ -76,9 +76,8 @@ def _classes(records: list[Record]) -> dict:
 
 def execute(task: FleetTask) -> dict:
     """Run one task (N copies of the engine loop behind the router) and keep it."""
-    hw = HardwareModel.load(task.setup.hardware)
-    reqs = scale_rate(read_paper_trace(task.trace, hw.baseline_latency_ms), task.replicas)
-    res = simulate_fleet(task.setup.sim_setup(hw, task.policy), reqs, task.replicas,
+    reqs = scale_rate(task.setup.requests(task.trace), task.replicas)
+    res = simulate_fleet(task.setup.sim_setup(task.policy), reqs, task.replicas,
                          task.router, task.seed)
     out = {"inputs": task.inputs(), "trace": task.trace.name, "requests": len(reqs),
            "iterations": res.iterations, "simulated_s": res.simulated_s,

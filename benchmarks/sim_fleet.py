@@ -1,8 +1,8 @@
 """Simulated fleets on the authors' traces (issue 28): results/sim/fleet.md.
 
-N replicas of the simulated Llama-3.1-70B server (the paper set-up of _paper.py: the
-artifact's verify table with the draft priced, the Fig. 12 acceptance fit, its caps), each
-the engine's own scheduling loop, behind a router, on the Fig. 8 traces with their rate
+N replicas of the simulated Llama-3.1-70B server (the deployment paper-llama3.1-70b: the
+authors' AdaServe as the figure pages run it, outputs ending at EOS), each the engine's
+own scheduling loop, behind a router, on the Fig. 8 traces with their rate
 scaled by N (adaserve/sim/scale.py). For every router and N it reports attainment and
 goodput per rate, the fleet's rate at 90% attainment against N times one replica's, and
 the SLO-aware routers against round robin at Fig. 8's two highest rates.
@@ -130,10 +130,9 @@ def render(args, ns, rates, routers, top_routers, top_rates, grid, cap, tuning, 
         f"under results/sim/fleet-runs/; this invocation {wall_s / 60:.1f} min)",
         f"- machine: {machine()}",
         f"- date: {dt.date.today().isoformat()}, commit {commit()}",
-        f"- set-up: {LLAMA.title}: hardware `{LLAMA.hardware}`, acceptance "
-        f"`{LLAMA.acceptance}`, caps depth <= {LLAMA.max_depth}, width <= {LLAMA.max_width}, "
-        f"batch <= {LLAMA.max_batch}, Eq. 8 depth as published (benchmarks/_paper.py); policy "
-        f"`{args.policy}` on every replica; acceptance seeds {args.seeds}",
+        f"- set-up: {LLAMA.title}: deployment `{LLAMA.deployment}` (the figure pages' "
+        "set-up: adaserve/sim/data/setups/, docs/sim.md's choice table), outputs ending "
+        f"at EOS; policy `{args.policy}` on every replica; acceptance seeds {args.seeds}",
         f"- workload: the authors' `{KIT_REF}/traces/{TRACE.format(x='<x>')}`; for N "
         "replicas each trace is played N times back to back, each N times faster "
         "(adaserve/sim/scale.py): N x its rate over the same 360 s. Rates below are per "
@@ -143,11 +142,9 @@ def render(args, ns, rates, routers, top_routers, top_rates, grid, cap, tuning, 
         "executor) with its own virtual clock; the fleet is a discrete-event loop over "
         "arrivals and iteration ends (adaserve/sim/fleet.py). A router knows what a real "
         "one knows: its in-flight requests per replica and each request's SLO "
-        "(adaserve/sim/routers.py). One point as a command: `adaserve simulate --trace "
-        f"{KIT_REF}/traces/fig8_9_rps<x>_ol256.csv --hardware {LLAMA.hardware} --acceptance "
-        f"{LLAMA.acceptance} --policies {args.policy} --max-batch {LLAMA.max_batch} "
-        f"--max-depth {LLAMA.max_depth} --max-width {LLAMA.max_width} --eq8-depth "
-        "--prefill-chunk 512 --replicas N --rate-scale N --router <router>`",
+        "(adaserve/sim/routers.py). One point as a command: `adaserve simulate --setup "
+        f"{LLAMA.deployment} --trace {KIT_REF}/traces/fig8_9_rps<x>_ol256.csv --policies "
+        f"{args.policy} --replicas N --rate-scale N --router <router>`",
         "- this page is the policy as it is at the commit above: re-run it after a change "
         "to the policy (runs keyed on the scheduling code re-run themselves)",
         "",
