@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from _acceptance_pairs import COUNTS, Pair
+from _paper import KIT, KIT_REF
 from _common import commit, machine
 
 from adaserve.sim import SyntheticParams
@@ -98,7 +99,8 @@ def render(o: Outcome) -> tuple[str, dict[str, Any]]:
         f"- command: `{command}`",
         f"- machine: {machine()}",
         f"- date: {dt.date.today().isoformat()}, commit {commit()}; run time {runtime:.0f} s",
-        f"- data: `{o.kit}/acceptance/mean_accepted_tokens.csv` ({pair.data})",
+        f"- data: `{KIT_REF if o.kit == KIT else o.kit}/acceptance/mean_accepted_tokens.csv` "
+        f"({pair.data})",
         f"- fitted on {o.requests} requests (seed 0), checked on {o.check_requests} "
         "others (seed 1), each decoded to 256 output tokens; tokens per step pooled over "
         "request-steps",

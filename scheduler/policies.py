@@ -149,10 +149,12 @@ class _BudgetedPolicy(Policy):
 class AdaServePolicy(_BudgetedPolicy):
     """AdaServe as its authors run it (FlexFlow Serve's request manager; scheduler/authors.py
     has each rule and its source). Algorithm 2's two phases, with the code's choices: the
-    SLO phase serves the requests whose SLO is relative to the baseline, in ascending need,
-    each up to n_max = int(1.2 B / n) tokens past its root; need is the predicted iteration
-    latency x 1.05 over the SLO plus the catch-up; depth and width follow the EuroSys Eq.
-    8-9. The throughput phase takes the best remaining nodes across all requests."""
+    SLO phase serves requests in ascending need, each up to n_max = int(1.2 B / n) tokens
+    past its root, need being the predicted iteration latency x 1.05 over the SLO plus the
+    catch-up (and, as the authors' code does, only requests whose SLO is relative to the
+    baseline when ``rules.absolute_in_slo_phase`` is off); depth and width follow the
+    EuroSys Eq. 8-9. The throughput phase takes the best remaining nodes across all
+    requests."""
 
     name = "adaserve"
     summary = "AdaServe as its authors' code runs it (FlexFlow Serve), seed 002's two phases"
@@ -222,9 +224,10 @@ class AdaServePacedPolicy(AdaServePolicy):
     """AdaServe, with every request paced: after both phases, a request keeps at most the
     tokens that bring it to ``config.pace`` x its SLO after this iteration
     (``pacing.pace_cap``), and the budget it gives back is left unspent, so the iteration
-    verifies fewer tokens and ends sooner for everyone. A request behind its pace is never
-    trimmed below what the SLO phase gave it (the cap is the SLO phase's own need at a
-    tighter SLO); best-effort requests are not paced."""
+    verifies fewer tokens and ends sooner for everyone. The cap is the SLO phase's own need
+    computed at the tighter SLO, in tokens: a request behind keeps what it was given unless
+    its tree is so poor that reaching its need took more nodes than the need itself, and
+    best-effort requests are not paced."""
 
     name = "adaserve-paced"
     summary = "adaserve, each request verifies no more than keeps it at a pace ahead of its SLO"

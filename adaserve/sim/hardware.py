@@ -50,6 +50,16 @@ class TableCost:
                 and self.attention_ms_per_1k_context >= 0):
             raise ValueError("attention_ms_per_1k_context must be finite and >= 0")
 
+    def cheapest_segment_start(self) -> int:
+        """The token count where the table's marginal cost per token first reaches its
+        lowest: from there on a verified token costs the least it ever will. The paper
+        set-ups' verify budget B (docs/sim.md, the choice table): its EuroSys version takes
+        B from profiling, "an optimal budget that balances throughput and latency", and
+        states no value."""
+        t, m = np.asarray(self.tokens, float), np.asarray(self.ms, float)
+        slopes = np.diff(m) / np.diff(t)
+        return int(t[int(np.flatnonzero(np.isclose(slopes, slopes.min()))[0])])
+
     def predict(self, context_tokens: int, batch_tokens: int) -> float:
         t, m = self.tokens, self.ms
         x = float(batch_tokens)
