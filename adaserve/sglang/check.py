@@ -19,7 +19,7 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from types import FunctionType
 
-from adaserve.sglang.plugin import (
+from adaserve.sglang.names import (
     GENERATE,
     HIDDEN,
     OPENAI,

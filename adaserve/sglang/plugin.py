@@ -16,13 +16,15 @@ import logging
 
 log = logging.getLogger("adaserve.sglang")
 
-ALGORITHM = "ADASERVE"
-SGLANG_VERSION = "0.5.23"
-ORGANIZE = "sglang.srt.speculative.eagle_utils.organize_draft_results"
-GENERATE = "sglang.srt.entrypoints.http_server.serve_generate_request"
-OPENAI = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request"
-REPORT = "sglang.srt.managers.tokenizer_manager.TokenizerManager._calculate_spec_decoding_metrics"
-HIDDEN = "sglang.srt.speculative.spec_utils.spec_need_hidden_states"
+from adaserve.sglang.names import (
+    ALGORITHM,
+    GENERATE,
+    HIDDEN,
+    OPENAI,
+    ORGANIZE,
+    REPORT,
+    SGLANG_VERSION,
+)
 
 _registered = False
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 
+from adaserve.sglang.names import ALGORITHM
+
 log = logging.getLogger("adaserve.sglang")
 
 DEFAULT_SHAPE = (5, 4, 8)  # steps, top-k, draft tokens per request (SGLang's Llama EAGLE)
@@ -92,6 +94,6 @@ def need_hidden_states_hook(original):
     hidden states"); ADASERVE's draft is a standalone one."""
     from sglang.srt.speculative.spec_utils import get_spec
 
-    if get_spec().speculative_algorithm == "ADASERVE":
+    if get_spec().speculative_algorithm == ALGORITHM:
         return False
     return original()

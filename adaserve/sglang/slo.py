@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from adaserve.scheduler import SLO
+from adaserve.sglang.names import ALGORITHM
 from adaserve.server.slo_classes import (
     DEFAULT_CLASS,
     DEFAULT_CLASSES,
@@ -90,7 +91,5 @@ def configured_classes() -> tuple[dict[str, SLOClass], str]:
 def adaserve_selected(server_args) -> bool:
     """Is this SGLang server running ADASERVE? The plugin loads into every SGLang server
     in its environment; its HTTP and report hooks must do nothing for the others."""
-    from adaserve.sglang.plugin import ALGORITHM
-
     algo = getattr(server_args, "speculative_algorithm", None)
     return str(algo or "").upper() == ALGORITHM

@@ -1,0 +1,12 @@
+"""The names the plugin and its readers share: the algorithm, the SGLang version it is
+built against, and the SGLang functions it hooks. A module of constants, importing
+nothing, so that ``slo`` (read by the HTTP hooks), ``check`` and ``plugin`` (which imports
+every hook) all take them from here without importing each other."""
+
+ALGORITHM = "ADASERVE"
+SGLANG_VERSION = "0.5.23"
+ORGANIZE = "sglang.srt.speculative.eagle_utils.organize_draft_results"
+GENERATE = "sglang.srt.entrypoints.http_server.serve_generate_request"
+OPENAI = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request"
+REPORT = "sglang.srt.managers.tokenizer_manager.TokenizerManager._calculate_spec_decoding_metrics"
+HIDDEN = "sglang.srt.speculative.spec_utils.spec_need_hidden_states"
