@@ -26,6 +26,7 @@ from adaserve.sglang.names import (
     ORGANIZE,
     REPORT,
     SGLANG_VERSION,
+    TRITON_METADATA,
 )
 
 TARGETS = {
@@ -39,6 +40,11 @@ TARGETS = {
     "OpenAI routes": OPENAI,
     "response report": REPORT,
     "standalone hidden states": HIDDEN,
+    "ragged verify: triton target-verify metadata": TRITON_METADATA,
+    "ragged verify: SGLang's verify step": "sglang.srt.speculative.eagle_worker_common"
+                                           ".run_eagle_verify",
+    "ragged verify: SGLang's ragged layout": "sglang.srt.speculative.ragged_verify"
+                                             ".RaggedVerifyLayout.from_verify_lens",
     "server-args resolution": "sglang.srt.speculative.spec_registry.CustomSpecAlgo"
                               ".handle_server_args",
     "draft eager path (cuda_graph_runner None)":

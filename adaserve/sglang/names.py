@@ -10,3 +10,5 @@ GENERATE = "sglang.srt.entrypoints.http_server.serve_generate_request"
 OPENAI = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request"
 REPORT = "sglang.srt.managers.tokenizer_manager.TokenizerManager._calculate_spec_decoding_metrics"
 HIDDEN = "sglang.srt.speculative.spec_utils.spec_need_hidden_states"
+TRITON_METADATA = ("sglang.srt.layers.attention.triton_backend.TritonAttnBackend"
+                   ".init_forward_metadata")

@@ -24,6 +24,7 @@ from adaserve.sglang.names import (
     ORGANIZE,
     REPORT,
     SGLANG_VERSION,
+    TRITON_METADATA,
 )
 
 _registered = False
@@ -47,6 +48,7 @@ def register() -> None:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from adaserve.sglang.http import generate_hook, openai_hook
+    from adaserve.sglang.ragged import triton_metadata_hook
     from adaserve.sglang.report import report_hook
     from adaserve.sglang.server_args import need_hidden_states_hook
     from adaserve.sglang.spec import AdaServeSpec, worker_class
@@ -61,6 +63,8 @@ def register() -> None:
     HookRegistry.register(OPENAI, openai_hook, HookType.AROUND)
     HookRegistry.register(REPORT, report_hook, HookType.AROUND)
     HookRegistry.register(HIDDEN, need_hidden_states_hook, HookType.AROUND)
+    # passes every forward through but ADASERVE's ragged verify (ragged.py)
+    HookRegistry.register(TRITON_METADATA, triton_metadata_hook, HookType.AROUND)
     from adaserve.sglang.cpu import hooks as cpu
 
     if cpu.enabled():  # SGLang on a CPU (adaserve sglang serve-cpu): torch kernels
