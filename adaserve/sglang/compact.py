@@ -105,6 +105,15 @@ def compact(keep: torch.Tensor, parent: torch.Tensor, next_token: torch.Tensor,
         expand_index=expand_index)
 
 
+def verify_window(req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
+                  seq_lens: torch.Tensor, n: int) -> torch.Tensor:
+    """[bs * N] KV slots of the verify window: request b's N slots from seq_lens[b] on, in
+    its req_to_token row -- what SGLang's uniform verify prepare assigns as out_cache_loc
+    (``assign_extend_cache_locs_uniform``)."""
+    cols = seq_lens.long()[:, None] + torch.arange(n, device=seq_lens.device)[None, :]
+    return req_to_token[req_pool_indices.long()[:, None], cols].flatten().to(torch.int64)
+
+
 def _ancestors(parent: torch.Tensor) -> torch.Tensor:
     """[bs, N, N] bool: slot k is slot i or an ancestor of it (parent [bs, N], -1 = none).
     One step up the tree per loop turn: at most the tree's depth."""

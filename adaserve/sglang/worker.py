@@ -44,7 +44,7 @@ from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker, S
 
 from adaserve.scheduler import BatchView, SchedulerConfig, make_policy
 from adaserve.scheduler.selection import Selection
-from adaserve.sglang.compact import compact
+from adaserve.sglang.compact import compact, verify_window
 from adaserve.sglang.iterations import IterationLog, IterationRecord
 from adaserve.sglang.links import unlink
 from adaserve.sglang.ragged import RaggedVerifyInput, VerifyTarget
@@ -273,16 +273,8 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
             verify.retrieve_next_token, verify.retrieve_next_sibling = unlink(
                 verify.retrieve_next_token, verify.retrieve_next_sibling, keep)
             return verify
-        from sglang.kernels.ops.speculative.cache_locs import (
-            assign_extend_cache_locs_uniform_func,
-        )
-
-        # the verify window, as SGLang's prepare would assign it: N slots from seq_lens
-        window = assign_extend_cache_locs_uniform_func(
-            req_pool_indices=batch.req_pool_indices,
-            req_to_token=self.req_to_token_pool.req_to_token, start_offset=batch.seq_lens,
-            batch_size=len(batch.reqs), draft_token_num=verify.draft_token_num,
-            device=batch.seq_lens.device)
+        window = verify_window(self.req_to_token_pool.req_to_token, batch.req_pool_indices,
+                               batch.seq_lens, verify.draft_token_num)
         trees = compact(keep, self.organized.parent, verify.retrieve_next_token,
                         verify.retrieve_next_sibling, verify.draft_token, verify.positions,
                         batch.seq_lens, window)

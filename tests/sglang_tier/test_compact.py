@@ -167,3 +167,23 @@ def test_compact_needs_every_root():
         compact(keep, torch.tensor([[-1, 0]]), torch.tensor([[1, -1]]),
                 torch.tensor([[-1, -1]]), torch.zeros(2, dtype=torch.long),
                 torch.zeros(2, dtype=torch.long), torch.tensor([3]), torch.arange(2))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_verify_window_is_the_one_sglangs_uniform_prepare_assigns(seed, monkeypatch):
+    """verify_window against SGLang's assign_extend_cache_locs_uniform_func (its Triton
+    kernel, interpreted; the launch sits under `if _is_cuda`)."""
+    from sglang.kernels.ops.speculative import cache_locs
+
+    from adaserve.sglang.compact import verify_window
+
+    gen = torch.Generator().manual_seed(seed)
+    bs, n = 5, 6
+    req_to_token = torch.randint(0, 10_000, (8, 64), generator=gen, dtype=torch.int32)
+    req_pool_indices = torch.randperm(8, generator=gen)[:bs]
+    seq_lens = torch.randint(0, 64 - n, (bs,), generator=gen)
+    monkeypatch.setattr(cache_locs, "_is_cuda", True)
+    theirs = cache_locs.assign_extend_cache_locs_uniform_func(
+        req_pool_indices=req_pool_indices, req_to_token=req_to_token, start_offset=seq_lens,
+        batch_size=bs, draft_token_num=n, device="cpu")
+    assert torch.equal(verify_window(req_to_token, req_pool_indices, seq_lens, n), theirs)
