@@ -18,7 +18,7 @@ from adaserve.scheduler import SLO
 from adaserve.server.errors import APIError
 from adaserve.server.jobs import Job
 from adaserve.server.protocol import SLOField
-from adaserve.server.slo_classes import SLOError, resolve
+from adaserve.server.slo_classes import SLOError, request_slo
 from adaserve.server.state import Server
 
 DEFAULT_MAX_TOKENS = 256  # when a request names none (capped by the context left)
@@ -31,13 +31,15 @@ def check_model(srv: Server, name: str | None) -> None:
                        f"{srv.settings.model_name!r}", "model", code="model_not_found")
 
 
-def slo_for(srv: Server, request: Request,
-            body_slo: SLOField | Mapping | None) -> tuple[str, SLO]:
-    """(class label, SLO) from the body's slo, else the headers, else the default class."""
+def slo_for(srv: Server, request: Request, body_slo: SLOField | Mapping | None,
+            custom_params: object = None,
+            custom_at: str = "custom_params") -> tuple[str, SLO]:
+    """(class label, SLO) from the body's slo, else custom_params, else the headers, else
+    the default class (slo_classes.request_slo, as SGLang with the plugin resolves it)."""
     mapping = body_slo.as_mapping() if isinstance(body_slo, SLOField) else body_slo
     try:
-        return resolve(mapping, request.headers, srv.settings.classes,
-                       srv.settings.default_class)
+        return request_slo(mapping, custom_params, request.headers, srv.settings.classes,
+                           srv.settings.default_class, custom_at)
     except SLOError as e:
         raise APIError(400, str(e), e.param) from None
 

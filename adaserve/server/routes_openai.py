@@ -25,7 +25,7 @@ Chunk = Callable[[dict, str | None], dict]
 async def chat_completions(body: ChatCompletionRequest, request: Request,
                            srv: ServerDep) -> Response:
     check_model(srv, body.model)
-    slo_class, slo = slo_for(srv, request, body.slo)
+    slo_class, slo = slo_for(srv, request, body.slo, body.custom_params)
     ids = srv.engine.encode_chat([m.model_dump() for m in body.messages])
     params = params_for(srv, len(ids), "messages",
                         max_tokens=body.max_completion_tokens or body.max_tokens,
@@ -51,7 +51,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request,
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, request: Request, srv: ServerDep) -> Response:
     check_model(srv, body.model)
-    slo_class, slo = slo_for(srv, request, body.slo)
+    slo_class, slo = slo_for(srv, request, body.slo, body.custom_params)
     text_prompt = isinstance(body.prompt, str)
     ids = srv.engine.encode(body.prompt) if text_prompt else list(body.prompt)
     params = params_for(srv, len(ids), "prompt", max_tokens=body.max_tokens,

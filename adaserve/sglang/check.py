@@ -25,6 +25,7 @@ from adaserve.sglang.names import (
     OPENAI,
     ORGANIZE,
     REPORT,
+    SERVE,
     SGLANG_VERSION,
     TRITON_METADATA,
 )
@@ -38,6 +39,7 @@ TARGETS = {
     "organize seam": ORGANIZE,
     "/generate route": GENERATE,
     "OpenAI routes": OPENAI,
+    "HTTP app set-up (the contract gate)": SERVE,
     "response report": REPORT,
     "standalone hidden states": HIDDEN,
     "ragged verify: triton target-verify metadata": TRITON_METADATA,

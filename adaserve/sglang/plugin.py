@@ -23,6 +23,7 @@ from adaserve.sglang.names import (
     OPENAI,
     ORGANIZE,
     REPORT,
+    SERVE,
     SGLANG_VERSION,
     TRITON_METADATA,
 )
@@ -47,7 +48,7 @@ def register() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    from adaserve.sglang.http import generate_hook, openai_hook
+    from adaserve.sglang.http import generate_hook, openai_hook, serve_hook
     from adaserve.sglang.ragged import triton_metadata_hook
     from adaserve.sglang.report import report_hook
     from adaserve.sglang.server_args import need_hidden_states_hook
@@ -61,6 +62,7 @@ def register() -> None:
     HookRegistry.register(ORGANIZE, organize_hook, HookType.AROUND)
     HookRegistry.register(GENERATE, generate_hook, HookType.AROUND)
     HookRegistry.register(OPENAI, openai_hook, HookType.AROUND)
+    HookRegistry.register(SERVE, serve_hook, HookType.AROUND)
     HookRegistry.register(REPORT, report_hook, HookType.AROUND)
     HookRegistry.register(HIDDEN, need_hidden_states_hook, HookType.AROUND)
     # passes every forward through but ADASERVE's ragged verify (ragged.py)

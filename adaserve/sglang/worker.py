@@ -128,6 +128,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self._shapes: DraftShapes | None | bool = None  # False: a chain draft, no shapes
         self.shape: DraftShape | None = None
         self._ragged: bool | None = None  # decided at the first draft (``ragged``)
+        self._no_spare = False  # the last batch had n >= B (``say_if_no_spare``)
         # this iteration's phases, for the iteration log
         self.draft_s = self.extend_s = 0.0
         self.selected_tokens = 0
@@ -173,6 +174,18 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
             logger.info("ADASERVE: %s verify (%s)", "ragged" if self._ragged else
                         "uniform [batch, N]", why)
         return self._ragged
+
+    def say_if_no_spare(self, n: int) -> None:
+        """Algorithm 2 verifies every root first: with n >= B requests nothing is left for
+        speculation, every request verifies its root only and the SLO classes cannot steer
+        (correct, but silent otherwise). Said when a batch first reaches that point."""
+        short = n >= self.budget
+        if short and not self._no_spare:
+            logger.info("ADASERVE: %d requests and B = %d: no budget beyond the roots; each "
+                        "request verifies its root only, whatever its SLO class, until the "
+                        "batch shrinks below B (SLO classes steer only while B > n)",
+                        n, self.budget)
+        self._no_spare = short
 
     def layout_budget(self) -> int:
         """The default budget B: every position of SGLang's verify layout at the largest
@@ -239,6 +252,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self.selected_tokens = 0
         self.view = self.batch_view(batch)
         self.plan = self.policy.plan(self.view)
+        self.say_if_no_spare(self.view.n)
         self.organized = None
         shapes = self.shapes
         # the plan's depth and width (Eq. 8-9) as the draft's shape: fewer draft forwards

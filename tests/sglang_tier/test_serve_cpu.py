@@ -2,11 +2,14 @@
 
 Two real SGLang servers, each started by the supported command (`adaserve sglang
 serve-cpu`): one without speculation and with no ADASERVE setting at all (the plugin is
-installed and must stay out of its way), one running ADASERVE with the target as its own
-draft and a budget tighter than the verify layout, so SLO classes compete for it. Real
-HTTP requests with SLO headers; SGLang's own idle-time pool invariant is strict here
+installed and must stay out of its way), one running ADASERVE with its real draft (our
+distilled draft with a full-vocabulary head, loaded by SGLang as a standalone draft), ragged
+verification (the default here) and a budget tighter than the verify layout, so SLO
+classes compete for it and the target computes only what AdaServe selects. Real HTTP
+requests with SLO headers; SGLang's own idle-time pool invariant is strict here
 (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE), so a KV slot leaked by the plugin's trees or
-by an abort stops the scheduler and fails every later test.
+by an abort stops the scheduler and fails every later test. The ADASERVE server writes
+its iteration log, which the budget test reads.
 
 Prompts are short and outputs 16-40 tokens: this tier runs in CI on two cores."""
 
@@ -79,7 +82,8 @@ def plain_outputs(logdir) -> dict[str, list[int]]:
 @pytest.fixture(scope="module")
 def ada(logdir, plain_outputs):  # after the plain server has stopped
     s = Server("adaserve", [*SHAPE, "--budget", str(BUDGET), "--slo-classes", CLASSES,
-                            "--default-class", "relaxed", "--enable-metrics"],
+                            "--default-class", "relaxed", "--enable-metrics",
+                            "--iteration-log", str(logdir / "iterations.jsonl")],
                {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}, logdir)
     yield s
     assert s.alive(), s.tail()
@@ -124,6 +128,25 @@ def test_the_selection_steers_urgent_requests_to_longer_accepted_lengths(ada):
         got[meta["slo_class"]].append(meta["accepted_tokens_per_step"])
     urgent, relaxed = (sum(v) / len(v) for v in (got["urgent"], got["relaxed"]))
     assert urgent > relaxed + 0.3, got
+
+
+def iterations(logdir: Path) -> list[dict]:
+    path = logdir / "iterations.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_the_target_verifies_only_what_adaserve_selects(ada, logdir):
+    """Every decoding iteration so far, from the server's iteration log: ragged, the target
+    forward computed exactly the selected tokens, at most B (or the n roots when n >= B),
+    and less than the uniform [batch, N] layout whenever the layout exceeds B."""
+    its = iterations(logdir)
+    assert len(its) > 20, its[:3]
+    for it in its:
+        assert it["ragged"] and it["budget"] == BUDGET, it
+        assert it["verify_tokens"] == it["selected_tokens"] <= max(BUDGET, it["running"]), it
+        assert it["emitted_tokens"] >= it["running"], it  # a bonus token per request at least
+    wide = [it for it in its if it["layout_tokens"] > BUDGET]
+    assert wide and all(it["verify_tokens"] < it["layout_tokens"] for it in wide)
 
 
 def test_non_streaming_report_has_real_ttft_and_tpot(ada):

@@ -228,3 +228,36 @@ def test_a_ragged_iteration_verifies_the_selection_only(monkeypatch):
         at += L
     assert verify.custom_mask.numel() == int((lens * (seq_lens + lens)).sum())
     configured_classes.cache_clear()
+
+
+def test_at_b_no_more_than_n_every_class_verifies_its_root_only(monkeypatch, caplog):
+    """Three requests, one urgent (behind its SLO), one relaxed, one best effort, and a
+    budget of 3: Algorithm 2 spends B on the roots first, so each request gets exactly one
+    position, whatever its class -- and the worker says why. With B = 7 the urgent one is
+    served first."""
+    import logging
+    import time
+
+    reqs = [_req("u", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 30, 9),
+            _req("r", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 12, 1),
+            _req("b", {"slo_class": "best-effort"}, 5, 0)]
+    counts = {}
+    for budget in ("3", "7"):
+        w = make_worker(monkeypatch, budget, ragged=True)
+        w.req_to_token_pool = SimpleNamespace(size=8, req_to_token=torch.arange(8 * 64).view(8, 64))
+        w._shapes = False  # the compiled draft shape: no SGLang draft backend here
+        # the urgent request first decoded 10 s ago: 8 tokens in 10 s is far behind 20 ms
+        w.first_token_at["u"] = time.perf_counter() - 10.0
+        monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_verify_input([]),
+                            raising=False)
+        batch = SimpleNamespace(reqs=reqs, forward_mode=ForwardMode.DECODE,
+                                req_pool_indices=torch.tensor([0, 1, 2]),
+                                seq_lens=torch.tensor([38, 12, 5]))
+        with caplog.at_level(logging.INFO, logger="adaserve.sglang.worker"):
+            verify = w.draft(batch)
+        counts[budget] = w.organized.keep.sum(1).tolist()
+        assert verify.ragged_verify_layout.verify_lens_cpu == counts[budget]
+    assert counts["3"] == [1, 1, 1]
+    assert "3 requests and B = 3: no budget beyond the roots" in caplog.text
+    assert counts["7"][0] > counts["7"][1]  # the urgent request is served first
+    configured_classes.cache_clear()
