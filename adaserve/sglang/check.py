@@ -20,6 +20,8 @@ from pathlib import Path
 from types import FunctionType
 
 from adaserve.sglang.names import (
+    CHAT_RESPONSE,
+    COMPLETION_RESPONSE,
     GENERATE,
     HIDDEN,
     OPENAI,
@@ -41,6 +43,8 @@ TARGETS = {
     "OpenAI routes": OPENAI,
     "HTTP app set-up (the contract gate)": SERVE,
     "response report": REPORT,
+    "chat response report": CHAT_RESPONSE,
+    "completion response report": COMPLETION_RESPONSE,
     "standalone hidden states": HIDDEN,
     "ragged verify: triton target-verify metadata": TRITON_METADATA,
     "ragged verify: SGLang's verify step": "sglang.srt.speculative.eagle_worker_common"

@@ -13,3 +13,7 @@ REPORT = "sglang.srt.managers.tokenizer_manager.TokenizerManager._calculate_spec
 HIDDEN = "sglang.srt.speculative.spec_utils.spec_need_hidden_states"
 TRITON_METADATA = ("sglang.srt.layers.attention.triton_backend.TritonAttnBackend"
                    ".init_forward_metadata")
+CHAT_RESPONSE = ("sglang.srt.entrypoints.openai.serving_chat.OpenAIServingChat"
+                 "._build_chat_response")
+COMPLETION_RESPONSE = ("sglang.srt.entrypoints.openai.serving_completions"
+                       ".OpenAIServingCompletion._build_completion_response")
