@@ -28,7 +28,7 @@ async def generate(body: GenerateRequest, request: Request, srv: ServerDep) -> R
     params = params_for(srv, len(ids), "text" if body.text is not None else "input_ids",
                         max_tokens=sp.max_new_tokens, temperature=sp.temperature,
                         top_p=sp.top_p, top_k=sp.top_k, seed=sp.sampling_seed, stop=sp.stop,
-                        ignore_eos=sp.ignore_eos)
+                        ignore_eos=sp.ignore_eos, max_param="sampling_params.max_new_tokens")
     job = admit(srv, ids, params, slo_class, slo, rid=body.rid)
     if not body.stream:
         text, last = await job.collect(request)

@@ -30,7 +30,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request,
     params = params_for(srv, len(ids), "messages",
                         max_tokens=body.max_completion_tokens or body.max_tokens,
                         temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
-                        seed=body.seed, stop=body.stop, ignore_eos=body.ignore_eos)
+                        seed=body.seed, stop=body.stop, ignore_eos=body.ignore_eos,
+                        max_param="max_completion_tokens" if body.max_completion_tokens
+                        else "max_tokens")
     job = admit(srv, ids, params, slo_class, slo)
     created, rid, model = int(time.time()), f"chatcmpl-{job.rid}", srv.settings.model_name
     if body.stream:

@@ -11,6 +11,9 @@ either backend (tests/sglang_tier/test_contract.py sends one table to both).
 - The SLO is resolved by ``adaserve.server.slo_classes.request_slo``, the function the
   embedded routes call: slo object, custom_params, X-SLO-TPOT-MS, X-SLO-Class, default.
 - A body not sent as JSON gets 415 (``errors.not_json``), where SGLang answered 400.
+- Lengths: a prompt at or over the context limit, or an output that does not fit beside
+  it, counted as the embedded server counts them and refused by its rule
+  (``adaserve.server.lengths``), naming the prompt field or the output-length field.
 - All of it is checked by ``ContractGate``, an ASGI middleware in front of SGLang's app,
   before SGLang parses the body (its own models took ``max_tokens: 0`` on chat and refused
   it on completions, naming no field); the route hooks (``http.py``) then resolve the SLO
@@ -26,10 +29,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
 from adaserve.server.errors import INVALID, describe, error_body, not_json
+from adaserve.server.lengths import LengthError, output_limit
 from adaserve.server.protocol import (
     ChatContract,
     CompletionContract,
@@ -96,10 +101,11 @@ def media_type_error(content_type: str | None) -> ContractError | None:
     return None if why is None else ContractError(415, why, None, "unsupported_media_type")
 
 
-def refusal(path: str, body: object, headers: Mapping[str, str]) -> ContractError | None:
+def refusal(path: str, body: object, headers: Mapping[str, str],
+            served: Served | None = None) -> ContractError | None:
     """What the embedded server would refuse in this parsed body of a contract route: its
-    contract fields, then its SLO (every source, for every prompt of a batch). None if
-    nothing."""
+    contract fields, its SLO (every source, for every prompt of a batch) and, given the
+    served model's tokenizer and context limit, its lengths. None if nothing."""
     from adaserve.server.slo_classes import request_slo
     from adaserve.sglang.slo import configured_classes
 
@@ -111,15 +117,61 @@ def refusal(path: str, body: object, headers: Mapping[str, str]) -> ContractErro
             for item in items:
                 request_slo(slo, item.custom_params, headers, classes, default,
                             "sampling_params.custom_params")
+            if served is not None and len(items) == 1:  # a batch: SGLang's own checks
+                served.check(body, items[0].max_new_tokens, "sampling_params.max_new_tokens")
         else:
-            checked = chat_or_completion(body, path == "/v1/chat/completions")
+            chat = path == "/v1/chat/completions"
+            checked = chat_or_completion(body, chat)
             request_slo(None if checked.slo is None else checked.slo.as_mapping(),
                         checked.custom_params, headers, classes, default)
+            if served is not None:
+                most = getattr(checked, "max_completion_tokens", None)
+                served.check(body, most or checked.max_tokens,
+                             "max_completion_tokens" if most else "max_tokens")
     except SLOError as e:
         return ContractError.of(e)
+    except LengthError as e:
+        return ContractError(400, str(e), e.param, e.code)
     except ContractError as e:
         return e
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The served model's tokenizer and context limit: the embedded server's length rule
+    (``lengths.output_limit``) over the prompt as the embedded server counts it."""
+
+    tokenizer: object
+    max_context: int
+
+    def prompt(self, body: Mapping) -> tuple[int, str] | None:
+        """(tokens, field) of a text, token-id or text-only chat prompt; None for anything
+        else (a batch, images, tools), which SGLang's own checks keep."""
+        if isinstance(body.get("messages"), list):
+            messages = body["messages"]
+            if body.get("tools") or not all(isinstance(m, Mapping) and isinstance(
+                    m.get("content"), str) for m in messages):
+                return None
+            from adaserve.engine.engine import encode_chat
+
+            try:
+                return len(encode_chat(self.tokenizer, messages)), "messages"
+            except Exception:  # a template that refuses these messages: SGLang says why
+                return None
+        for field in ("prompt", "text", "input_ids"):
+            value = body.get(field)
+            if isinstance(value, str):
+                return len(self.tokenizer.encode(value, add_special_tokens=False)), field
+            if isinstance(value, list) and all(isinstance(t, int) for t in value):
+                return len(value), field
+        return None
+
+    def check(self, body: Mapping, max_tokens: int | None, max_param: str) -> None:
+        """LengthError where the embedded server refuses the lengths."""
+        counted = self.prompt(body)
+        if counted is not None:
+            output_limit(counted[0], max_tokens, self.max_context, counted[1], max_param)
 
 
 class ContractGate:
@@ -130,8 +182,20 @@ class ContractGate:
     others), in the route's error shape. Anything else, malformed JSON included, goes on to
     SGLang with its body replayed."""
 
-    def __init__(self, app) -> None:
-        self.app = app
+    def __init__(self, app, served: Served | None = None) -> None:
+        self.app, self._served = app, served
+
+    @property
+    def served(self) -> Served | None:
+        """SGLang's tokenizer and context limit, from its tokenizer manager once it exists
+        (None before, or without a tokenizer: the lengths are then SGLang's to check)."""
+        if self._served is None:
+            from sglang.srt.entrypoints.http_server import get_global_state
+
+            tm = getattr(get_global_state(), "tokenizer_manager", None)
+            if getattr(tm, "tokenizer", None) is not None and hasattr(tm, "context_len"):
+                self._served = Served(tm.tokenizer, int(tm.context_len))
+        return self._served
 
     async def __call__(self, scope, receive, send) -> None:
         if not (scope["type"] == "http" and scope.get("method") == "POST"
@@ -156,7 +220,7 @@ class ContractGate:
             except ValueError:
                 doc = _MALFORMED
             if doc is not _MALFORMED:
-                err = refusal(scope["path"], doc, headers)
+                err = refusal(scope["path"], doc, headers, self.served)
         if err is not None:
             await _answer(scope["path"], err)(scope, receive, send)
             return

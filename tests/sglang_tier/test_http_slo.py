@@ -246,3 +246,44 @@ def test_openai_routes_get_the_slo_over_http(client):
         "slo": {"tpot_ms": "30ms"}})
     assert r.status_code == 200, r.text
     assert r.json() == {"custom_params": {"slo_class": "custom", "tpot_slo_ms": 30.0}}
+
+
+class CharTokenizer:
+    """One token per character, a chat template of role + content: enough to count."""
+
+    def encode(self, text, add_special_tokens=False):
+        return list(range(len(text)))
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
+        return list(range(sum(len(m["role"]) + len(m["content"]) for m in messages)))
+
+
+@pytest.mark.parametrize("path, body, param", [
+    ("/generate", {"text": "x" * 40}, "text"),
+    ("/generate", {"input_ids": list(range(32))}, "input_ids"),
+    ("/generate", {"text": "x" * 10, "sampling_params": {"max_new_tokens": 30}},
+     "sampling_params.max_new_tokens"),
+    ("/v1/completions", {"model": "m", "prompt": "x" * 40}, "prompt"),
+    ("/v1/completions", {"model": "m", "prompt": "x" * 10, "max_tokens": 23}, "max_tokens"),
+    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "x" * 30}]},
+     "messages"),
+    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "x"}],
+                              "max_completion_tokens": 40}, "max_completion_tokens"),
+])
+def test_lengths_over_the_context_are_refused_as_the_embedded_server_refuses(
+        client, path, body, param):
+    """A context of 32 tokens: the embedded server's length rule over SGLang's served
+    tokenizer, naming the field (SGLang's own check named none)."""
+    from adaserve.sglang.contract import ContractGate, Served
+
+    _, rec = client
+    c = TestClient(ContractGate(http_server.app, Served(CharTokenizer(), 32)))
+    r = c.post(path, json=body)
+    assert r.status_code == 400, r.text
+    err = r.json().get("error", r.json())  # /generate's shape, or SGLang's OpenAI one
+    assert err["param"] == param, err
+    assert "context limit is 32" in err["message"], err
+    assert rec.seen == []
+    short = {**body, "text": "x"} if path == "/generate" and "text" in body else None
+    if short is not None and "sampling_params" not in body:  # what fits goes through
+        assert c.post(path, json=short).status_code == 200
