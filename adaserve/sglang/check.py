@@ -28,6 +28,7 @@ from adaserve.sglang.names import (
     ORGANIZE,
     REPORT,
     SERVE,
+    SERVER_INFO,
     SGLANG_VERSION,
     TRITON_METADATA,
 )
@@ -42,6 +43,7 @@ TARGETS = {
     "/generate route": GENERATE,
     "OpenAI routes": OPENAI,
     "HTTP app set-up (the contract gate)": SERVE,
+    "/server_info (SLO classes)": SERVER_INFO,
     "response report": REPORT,
     "chat response report": CHAT_RESPONSE,
     "completion response report": COMPLETION_RESPONSE,

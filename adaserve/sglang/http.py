@@ -92,3 +92,26 @@ def serve_hook(original, server_args, *args, **kwargs):
 
         app.add_middleware(contract.ContractGate)
     return original(server_args, *args, **kwargs)
+
+
+def server_info_hook(original, server_args, *args, **kwargs):
+    """``build_server_info`` (SGLang's /server_info): on an ADASERVE server, what the
+    embedded server's /server_info says of SLOs and speculation, under the same keys, so a
+    client (the load generator reads ``slo_classes``) needs no flag of its own."""
+    info = original(server_args, *args, **kwargs)
+    if not adaserve_selected(server_args):
+        return info
+    import os
+
+    from adaserve.sglang.server_args import VERIFY_ENV
+
+    classes, default = configured_classes()
+    baseline = os.environ.get("ADASERVE_BASELINE_MS")
+    return {**info,
+            "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec}
+                            for c in classes.values()],
+            "default_slo_class": default,
+            "baseline_latency_ms": float(baseline) if baseline else None,
+            "policy": os.environ.get("ADASERVE_POLICY", "adaserve"),
+            "budget": int(os.environ.get("ADASERVE_BUDGET", 0)) or None,  # None: the layout
+            "verify": os.environ.get(VERIFY_ENV) or "ragged where the target can"}

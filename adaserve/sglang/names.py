@@ -17,3 +17,4 @@ CHAT_RESPONSE = ("sglang.srt.entrypoints.openai.serving_chat.OpenAIServingChat"
                  "._build_chat_response")
 COMPLETION_RESPONSE = ("sglang.srt.entrypoints.openai.serving_completions"
                        ".OpenAIServingCompletion._build_completion_response")
+SERVER_INFO = "sglang.srt.utils.common.build_server_info"

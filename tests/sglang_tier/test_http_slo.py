@@ -287,3 +287,22 @@ def test_lengths_over_the_context_are_refused_as_the_embedded_server_refuses(
     short = {**body, "text": "x"} if path == "/generate" and "text" in body else None
     if short is not None and "sampling_params" not in body:  # what fits goes through
         assert c.post(path, json=short).status_code == 200
+
+
+def test_server_info_lists_the_classes_as_the_embedded_server_does(client, monkeypatch):
+    """The load generator reads slo_classes from /server_info on either backend."""
+    from sglang.srt.entrypoints.http_server import build_server_info
+
+    from adaserve.sglang.http import server_info_hook
+
+    monkeypatch.setenv("ADASERVE_BUDGET", "8")
+    args = SimpleNamespace(speculative_algorithm="ADASERVE")
+    info = server_info_hook(lambda a, s: {"sglang": "its own"}, args, {})
+    assert info["sglang"] == "its own" and info["budget"] == 8
+    assert {c["name"]: c["tpot_ms"] for c in info["slo_classes"]} == {
+        "urgent": 20.0, "moderate": 48.0, "relaxed": 160.0, "best-effort": None}
+    assert info["default_slo_class"] == "relaxed" and info["baseline_latency_ms"] == 20.0
+    plain = server_info_hook(lambda a, s: {"sglang": "its own"},
+                             SimpleNamespace(speculative_algorithm=None), {})
+    assert plain == {"sglang": "its own"}
+    assert getattr(build_server_info, "__wrapped__", None) is not None  # hooked where used
