@@ -1,0 +1,114 @@
+"""results/sglang_cpu.md from benchmarks/sglang_cpu.py's rows."""
+
+from __future__ import annotations
+
+
+def _f(v, fmt: str = ".1f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _same(row: dict, ref: dict | None, key: str) -> str:
+    if ref is None or key not in row:
+        return "-"
+    return "yes" if row[key] == ref[key] else "NO"
+
+
+def page(rows: list[dict], args, baseline_ms: float | None, stamp: str, commit: str,
+         machine: str, shape: dict) -> str:
+    ref = next((r for r in rows if r["system"] == "sglang-none"), None)
+    n = args.concurrency
+    ada = [r for r in rows if r["system"].startswith("adaserve")]
+    lines = [
+        "# SGLang + ADASERVE on this CPU: ragged verify, the real draft, one contract", "",
+        f"`.venv/bin/python benchmarks/sglang_cpu.py --requests {args.requests} --tokens "
+        f"{args.tokens} --concurrency {n} --systems {args.systems} --loadgen-requests "
+        f"{args.loadgen_requests} --loadgen-rate {args.loadgen_rate}`; {stamp}; commit "
+        f"{commit}; {machine}.", "",
+        f"SGLang 0.5.23 through `adaserve sglang serve-cpu` (stubbed kernels, torch attention, "
+        f"fp32): target SmolLM2-135M, draft our distilled draft with a full-vocabulary head "
+        f"(`smollm2-135m-distilled-full`), tree D={shape['steps']} W={shape['topk']} "
+        f"N={shape['draft_tokens']}, {n} requests at most. `adaserve-<verify>:<B>`: "
+        f"ADASERVE_VERIFY and ADASERVE_BUDGET, B = layout (N x {n} = "
+        f"{shape['draft_tokens'] * n}), 2n = {2 * n}, 3n = {3 * n}. Workload: {args.requests} "
+        f"short prompts (the load generator's), {args.tokens} output tokens each (greedy, "
+        f"ignore_eos), classes {' / '.join(['urgent', 'moderate', 'relaxed'])} in turn, {n} "
+        f"in flight, streamed. Classes x1 / x2.4 / x8 of sglang-none's median TPOT at one "
+        f"request: {_f(baseline_ms)} ms (the embedded server: of its own profiled baseline).",
+        "", "## Verify under a budget", "",
+        "Iteration = one decoding step of the worker (draft, verify, draft extend), from its "
+        "iteration log over the workload; verified = tokens the target's verify forward "
+        "computed, layout = what SGLang's uniform [batch, N] verify computes; accepted/step = "
+        "tokens emitted per request per iteration; medians of times, means of counts.", "",
+        "| system | B | iteration ms | verified / iter | layout / iter | accepted / step | "
+        "tokens/s | draft ms | verify ms | draft extend ms | start s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        it = r.get("iterations") or {}
+        lines.append(
+            f"| {r['system']} | {r.get('budget', '-')} | {_f(it.get('iteration_ms'))} | "
+            f"{_f(it.get('verify_tokens'))} | {_f(it.get('layout_tokens'))} | "
+            f"{_f(it.get('accepted_per_step'), '.2f')} | {r['tokens_per_s']:.2f} | "
+            f"{_f(it.get('draft_ms'))} | {_f(it.get('verify_ms'))} | {_f(it.get('extend_ms'))} "
+            f"| {r['start_s']:.0f} |")
+    pairs = []
+    for r in ada:
+        if r["verify"] != "ragged":
+            continue
+        u = next((x for x in ada if x["verify"] == "uniform" and x["budget"] == r["budget"]), None)
+        if u and r.get("iterations") and u.get("iterations"):
+            a, b = r["iterations"], u["iterations"]
+            pairs.append(
+                f"| {r['budget_spec']} ({r['budget']}) | {a['verify_tokens'] / b['verify_tokens']:.2f} | "
+                f"{a['iteration_ms'] / b['iteration_ms']:.2f} | "
+                f"{r['tokens_per_s'] / u['tokens_per_s']:.2f} | {a['accepted_per_step']:.2f} vs "
+                f"{b['accepted_per_step']:.2f} | {a['over_budget']} |")
+    if pairs:
+        lines += ["", "Ragged against uniform at the same B (ragged / uniform):", "",
+                  "| B | verified tokens | iteration time | tokens/s | accepted / step "
+                  "(ragged vs uniform) | ragged iterations over max(B, n) |",
+                  "|---|---:|---:|---:|---|---:|", *pairs]
+    ratios = [(r["system"], r["iterations"]["draft_to_target"]) for r in ada
+              if r["verify"] == "uniform" and r.get("iterations")
+              and r["iterations"].get("draft_to_target") is not None]
+    if ratios:
+        lines += ["", "## The draft's step against the target's", "",
+                  "In a uniform iteration the draft extend runs the draft over every request's "
+                  "N positions and the verify forward runs the target over the same positions: "
+                  "the median of their ratio over the iterations of one run (the draft extend "
+                  "also does its own bookkeeping and top-k, so this errs against the draft).",
+                  "", "| run | draft / target |", "|---|---:|",
+                  *[f"| {s} | {v:.3f} |" for s, v in ratios]]
+    lines += ["", "## Per class", "",
+              "| system | class | accepted / step | TPOT ms (median) | TTFT ms (median) | "
+              "SLO ms | attained |", "|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        for i, (c, v) in enumerate(r["classes"].items()):
+            lines.append(f"| {r['system'] if i == 0 else ''} | {c} | "
+                         f"{_f(v['accepted_per_step'], '.2f')} | {_f(v['tpot_ms'], '.0f')} | "
+                         f"{v['ttft_ms']:.0f} | {v['slo_ms']:.0f} | {100 * v['attained']:.0f}% |")
+    lines += ["", "## Greedy output against SGLang without speculation", "",
+              "| system | the tier's prompts (tests/sglang_tier, 24 tokens) | the workload |",
+              "|---|---|---|",
+              *[f"| {r['system']} | {_same(r, ref, 'tier_ids')} | {_same(r, ref, 'workload_ids')} |"
+                for r in ada]]
+    runs = [(r["system"], r["loadgen"]) for r in rows if r.get("loadgen")]
+    if len(runs) == 2:
+        (na, a), (nb, b) = runs
+        lines += ["", "## One mixed-SLO workload against both backends", "",
+                  f"`{a['command']}` against each (its SLOs: the backend's own baseline "
+                  "multiples, as above).", "",
+                  f"| class | attainment {na} | attainment {nb} | goodput tok/s {na} | "
+                  f"goodput tok/s {nb} | TPOT p50 ms {na} | TPOT p50 ms {nb} |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for c in a["rows"]:
+            x, y = a["rows"][c], b["rows"].get(c)
+            if y is None:
+                continue
+            att = [_f(None if z["attainment"] is None else 100 * z["attainment"], ".0f")
+                   for z in (x, y)]
+            lines.append(f"| {c} | {att[0]}% | {att[1]}% | {x['goodput_tok_s']:.2f} | "
+                         f"{y['goodput_tok_s']:.2f} | {_f(x['tpot_ms']['p50'], '.0f')} | "
+                         f"{_f(y['tpot_ms']['p50'], '.0f')} |")
+    lines += ["", "SGLang here runs stubbed kernels, torch attention and Triton's interpreter "
+              "for its index kernels: a test vehicle for the plugin, not a fast path.", ""]
+    return "\n".join(lines)
