@@ -22,7 +22,8 @@ def page(rows: list[dict], args, baseline_ms: float | None, stamp: str, commit: 
         "# SGLang + ADASERVE on this CPU: ragged verify, the real draft, one contract", "",
         f"`.venv/bin/python benchmarks/sglang_cpu.py --requests {args.requests} --tokens "
         f"{args.tokens} --concurrency {n} --systems {args.systems} --loadgen-requests "
-        f"{args.loadgen_requests} --loadgen-rate {args.loadgen_rate}`; {stamp}; commit "
+        f"{args.loadgen_requests} --loadgen-rate {args.loadgen_rate}"
+        f"{' --cache ' + args.cache if args.cache else ''}`; {stamp}; commit "
         f"{commit}; {machine}.", "",
         f"SGLang 0.5.23 through `adaserve sglang serve-cpu` (stubbed kernels, torch attention, "
         f"fp32): target SmolLM2-135M, draft our distilled draft with a full-vocabulary head "
@@ -33,7 +34,9 @@ def page(rows: list[dict], args, baseline_ms: float | None, stamp: str, commit: 
         f"short prompts (the load generator's), {args.tokens} output tokens each (greedy, "
         f"ignore_eos), classes {' / '.join(['urgent', 'moderate', 'relaxed'])} in turn, {n} "
         f"in flight, streamed. Classes x1 / x2.4 / x8 of sglang-none's median TPOT at one "
-        f"request: {_f(baseline_ms)} ms (the embedded server: of its own profiled baseline).",
+        f"request: {_f(baseline_ms)} ms (the embedded server: of its own profiled baseline). "
+        f"Start s: launch to a first answer, the first server on "
+        f"{'the model cache given' if args.cache else 'an empty model cache (a first launch)'}.",
         "", "## Verify under a budget", "",
         "Iteration = one decoding step of the worker (draft, verify, draft extend), from its "
         "iteration log over the workload; verified = tokens the target's verify forward "

@@ -36,6 +36,7 @@ path: the tables say what runs and how the two verifications compare, not what a
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -138,8 +139,12 @@ def main() -> int:
                     help="the SGLang + ADASERVE server the load generator also drives")
     ap.add_argument("--loadgen-requests", type=int, default=24, help="0: no loadgen runs")
     ap.add_argument("--loadgen-rate", type=float, default=0.15)
+    ap.add_argument("--cache", default=None,
+                    help="the model cache the servers use (default: a new empty one, so the "
+                         "first server's start is a first launch, conversion included)")
     ap.add_argument("--name", default="sglang_cpu")
     args = ap.parse_args()
+    os.environ["ADASERVE_CACHE_DIR"] = args.cache or tempfile.mkdtemp(prefix="adaserve-cache-")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     logs = Path(tempfile.mkdtemp(prefix=f"{args.name}-logs-"))  # server logs: large, not kept
     print(f"[sglang_cpu] server logs in {logs}", flush=True)
