@@ -61,7 +61,8 @@ def page(rows: list[dict], args, baseline_ms: float | None, stamp: str, commit: 
         if u and r.get("iterations") and u.get("iterations"):
             a, b = r["iterations"], u["iterations"]
             pairs.append(
-                f"| {r['budget_spec']} ({r['budget']}) | {a['verify_tokens'] / b['verify_tokens']:.2f} | "
+                f"| {r['budget_spec']} ({r['budget']}) | "
+                f"{a['verify_tokens'] / b['verify_tokens']:.2f} | "
                 f"{a['iteration_ms'] / b['iteration_ms']:.2f} | "
                 f"{r['tokens_per_s'] / u['tokens_per_s']:.2f} | {a['accepted_per_step']:.2f} vs "
                 f"{b['accepted_per_step']:.2f} | {a['over_budget']} |")

@@ -73,7 +73,8 @@ def case(seed):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_compacted_trees_are_sglangs_restricted_to_the_kept_positions(seed):
-    bs, n, steps, budget, o, seq_lens, mask, positions, index, nt, ns, draft, trees, gen = case(seed)
+    bs, n, steps, budget, o, seq_lens, mask, positions, index, nt, ns, draft, trees, gen = \
+        case(seed)
     keep = o.keep
     lens = keep.sum(1).tolist()
     assert trees.lens.tolist() == lens
@@ -106,7 +107,8 @@ def test_compacted_trees_are_sglangs_restricted_to_the_kept_positions(seed):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_greedy_verification_accepts_what_the_uniform_layout_accepts(seed):
-    bs, n, steps, budget, o, seq_lens, mask, positions, index, nt, ns, draft, trees, gen = case(seed)
+    bs, n, steps, budget, o, seq_lens, mask, positions, index, nt, ns, draft, trees, gen = \
+        case(seed)
     keep = o.keep
     unt, uns = unlink(nt, ns, keep)
     cand = draft.view(bs, n)

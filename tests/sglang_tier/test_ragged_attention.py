@@ -112,7 +112,8 @@ def test_the_verify_target_expands_the_ragged_forward_for_what_follows():
                                      hidden_states=None)
             return SimpleNamespace(logits_output=logits)
 
-    batch = SimpleNamespace(input_ids=verify.draft_token, out_cache_loc=verify.prepared_out_cache_loc)
+    batch = SimpleNamespace(input_ids=verify.draft_token,
+                            out_cache_loc=verify.prepared_out_cache_loc)
     fb = SimpleNamespace(input_ids=verify.draft_token, spec_info=verify)
     target = VerifyTarget(Target(), batch)
     assert target.model_runner == "the target's runner"  # everything else is SGLang's
