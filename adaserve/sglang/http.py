@@ -6,8 +6,8 @@ scheduler unchanged). A refused request gets its 4xx before anything is queued.
 AROUND hooks (plugin.register): ``http_server.serve_generate_request`` for /generate,
 ``OpenAIServingBase.handle_request`` for /v1/chat/completions and /v1/completions,
 ``http_server._setup_and_run_http_server``, which puts ``contract.ContractGate`` in
-front of SGLang's app before it starts, and ``build_server_info`` for /server_info. The classes are ``slo.configured_classes()``, which the worker reads too, so
-both sides agree. On a server not running ADASERVE every hook passes the request through
+front of SGLang's app before it starts, and ``build_server_info`` for /server_info. The
+classes are ``slo.configured_classes()``, which the worker reads too, so both sides agree. On a server not running ADASERVE every hook passes the request through
 untouched: installing adaserve must not change plain SGLang.
 """
 
