@@ -92,7 +92,7 @@ def iterations(log: Path, start: float, end: float) -> dict | None:
     def mean(key: str) -> float:
         return statistics.mean(i[key] for i in its)
 
-    full = [i for i in its if i["verify_tokens"] == i["layout_tokens"]]
+    stepped = [i for i in its if i["draft_steps"] > 0 and i["verify_s"] > 0]
     return {"iterations": len(its), "iteration_ms": med("seconds"), "draft_ms": med("draft_s"),
             "verify_ms": med("verify_s"), "extend_ms": med("extend_s"),
             "verify_tokens": mean("verify_tokens"), "layout_tokens": mean("layout_tokens"),
@@ -102,10 +102,18 @@ def iterations(log: Path, start: float, end: float) -> dict | None:
             "ragged": all(i["ragged"] for i in its),
             "over_budget": sum(i["verify_tokens"] > max(i["budget"], i["running"])
                                for i in its if i["ragged"]),
-            # the draft's cost against the target's over the same tokens: the draft extend
-            # (the draft over every request's N positions) and a full-layout verify forward
-            "draft_to_target": (statistics.median(i["extend_s"] / i["verify_s"] for i in full)
-                                if full else None)}
+            # a draft step (one draft forward over the n x w beams, and its top-k) against
+            # the target's verify forward in the same iteration, and the tokens per request
+            # each computed
+            "draft_step_ms": (statistics.median(i["draft_steps_s"] / i["draft_steps"]
+                                                for i in stepped) * 1e3 if stepped else None),
+            "draft_step_tokens": (statistics.mean(i["width"] for i in stepped)
+                                  if stepped else None),
+            "verify_tokens_per_request": mean("verify_tokens") / mean("running"),
+            "select_ms": med("select_s"),
+            "draft_to_target": (statistics.median(i["draft_steps_s"] / i["draft_steps"]
+                                                  / i["verify_s"] for i in stepped)
+                                if stepped else None)}
 
 
 def loadgen(host: str, out: Path, rate: float, requests: int, tokens: int, seed: int,

@@ -7,10 +7,11 @@ by the same client:
 - `sglang-none`: `adaserve sglang serve-cpu --algorithm none` (no speculation): the
   reference outputs, and the baseline the SLO classes are multiples of (its median TPOT at
   one request in flight, measured first);
-- `adaserve-<verify>:<B>`: the plugin with its real draft (our distilled draft with a
-  full-vocabulary head), `--verify ragged|uniform` and `--budget B`, where B is `layout`
-  (N x max running requests: every position of SGLang's layout), `2n`, `3n` (n = the
-  concurrency) or a number;
+- `adaserve-<verify>[-fullhead]:<B>`: the plugin with its real draft (our distilled
+  draft, full-vocabulary checkpoint; its head cut to the 8,192 trained tokens by SGLang's
+  token map, or whole with `-fullhead`), `--verify ragged|uniform` and `--budget B`, where
+  B is `layout` (N x max running requests: every position of SGLang's layout), `2n`, `3n`
+  (n = the concurrency) or a number;
 - `embedded`: `adaserve serve` (our engine, its packaged draft, defaults).
 
 Per SGLang ADASERVE server: greedy outputs of the tier's prompts (tests/sglang_tier) and of
@@ -18,9 +19,9 @@ the workload, against sglang-none's; the closed-loop workload (the load generato
 prompts, a fixed output length, classes urgent / moderate / relaxed in turn, streamed,
 `--concurrency` in flight), measured by the client (tokens/s, per-class TPOT, accepted
 tokens per step) and by the worker's iteration log over the same window (iteration time,
-tokens the target verified against the layout, phase times; in uniform runs the draft
-extend and the verify forward compute the same positions, so their ratio is the draft's
-step against the target's, side by side in the same iterations). Then `adaserve loadgen`
+tokens the target verified against the layout, phase times, and a draft step against the
+target's verify forward in the same iterations: the draft's cost against the target's,
+side by side). Then `adaserve loadgen`
 (one mixed-SLO open-loop workload) against the embedded server and against SGLang +
 ADASERVE (`--loadgen-system`), each judged against its own baseline's class multiples.
 
@@ -60,7 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHAPE = {"steps": 3, "topk": 2, "draft_tokens": 4}
 DEFAULT_SYSTEMS = ("sglang-none,adaserve-uniform:layout,adaserve-ragged:layout,"
                    "adaserve-uniform:3n,adaserve-ragged:3n,adaserve-uniform:2n,"
-                   "adaserve-ragged:2n,embedded")
+                   "adaserve-ragged:2n,adaserve-ragged-fullhead:2n,embedded")
 
 
 def budget_of(spec: str, n: int) -> int:
@@ -69,7 +70,8 @@ def budget_of(spec: str, n: int) -> int:
 
 
 def sglang_argv(args, algorithm: str, baseline_ms: float | None, verify: str | None = None,
-                budget: int | None = None, log: Path | None = None) -> list[str]:
+                budget: int | None = None, log: Path | None = None,
+                head: str = "hot") -> list[str]:
     argv = [str(ROOT / ".venv-sglang/bin/adaserve"), "sglang", "serve-cpu",
             "--algorithm", algorithm, "--max-running-requests", str(args.concurrency),
             "--steps", str(SHAPE["steps"]), "--topk", str(SHAPE["topk"]),
@@ -77,7 +79,8 @@ def sglang_argv(args, algorithm: str, baseline_ms: float | None, verify: str | N
     if baseline_ms is not None:
         argv += ["--baseline-ms", f"{baseline_ms:.3f}"]
     if verify:
-        argv += ["--verify", verify, "--budget", str(budget), "--iteration-log", str(log)]
+        argv += ["--verify", verify, "--budget", str(budget), "--iteration-log", str(log),
+                 "--draft-head", head]
     return argv
 
 
@@ -95,13 +98,14 @@ def run_system(name: str, args, logs: Path, prompts, classes,
         srv = ServerProcess(sglang_argv(args, "none", None), logs / f"{name}.log", cwd=ROOT)
         slo_ms = None
     else:
-        verify = kind.split("-", 1)[1]
+        _, verify, *full = kind.split("-")  # adaserve-<verify>[-fullhead]
+        head = "full" if full == ["fullhead"] else "hot"
         budget = budget_of(b, args.concurrency)
         log = logs / f"{name}.iterations.jsonl"
-        srv = ServerProcess(sglang_argv(args, "ADASERVE", baseline_ms, verify, budget, log),
-                            logs / f"{name}.log", cwd=ROOT)
+        srv = ServerProcess(sglang_argv(args, "ADASERVE", baseline_ms, verify, budget, log,
+                                        head), logs / f"{name}.log", cwd=ROOT)
         slo_ms = {c: MULTIPLES[c] * baseline_ms for c in CLASSES}
-        row.update(budget=budget, budget_spec=b, verify=verify)
+        row.update(budget=budget, budget_spec=b, verify=verify, head=head)
     row["start_s"] = srv.start_s
     try:
         if kind == "sglang-none":  # the baseline: one request in flight
@@ -115,7 +119,7 @@ def run_system(name: str, args, logs: Path, prompts, classes,
         recs, wall, start, end = drive(srv.url, prompts, args.tokens, args.concurrency, classes)
         if kind.startswith("adaserve"):
             row["iterations"] = iterations(log, start, end)
-        if kind == "adaserve-ragged" and name == args.loadgen_system and args.loadgen_requests:
+        if name == args.loadgen_system and args.loadgen_requests:
             row["loadgen"] = loadgen(srv.url, logs / f"loadgen-{name}", args.loadgen_rate,
                                      args.loadgen_requests, args.tokens, 0, slo_ms)
         if kind == "embedded" and args.loadgen_requests:

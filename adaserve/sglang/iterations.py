@@ -4,11 +4,11 @@ scheduler process -- the SGLang counterpart of ``adaserve serve --iteration-log`
 
 What the iteration verified (the policy's selection, what the target forward computed, the
 uniform layout it would otherwise have computed) and what each phase took: the draft
-(SGLang's draft loop with AdaServe's selection), the target's verify forward alone, the
-draft extend after it (one draft forward over every request's N positions: the same
-tokens a uniform verify forward computes, so ``extend_s / verify_s`` in a uniform run is
-the draft's cost against the target's, measured side by side in the same iterations).
-benchmarks/sglang_cpu.py reads it.
+(SGLang's draft loop with AdaServe's selection; its draft steps alone, each one draft
+forward over the n x w beam tokens and their top-k), the target's verify forward alone,
+and the draft extend after it. A draft step against the verify forward, in the same
+iterations, is the draft's cost against the target's, side by side in one run (at
+B = 2n both compute two tokens per request). benchmarks/sglang_cpu.py reads it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ class IterationRecord:
     layout_tokens: int  # bs x N: what a uniform verify computes
     ragged: bool
     emitted_tokens: int  # accepted drafts + one bonus token per request
-    draft_s: float
+    draft_s: float  # the whole draft phase: SGLang's draft loop, selection, compaction
+    draft_steps_s: float  # its draft steps only: d - 1 draft forwards of n x w tokens
+    draft_steps: int  # d - 1
+    select_s: float  # AdaServe's selection (the organize hook)
     verify_s: float  # the target's verify forward only
     extend_s: float
 

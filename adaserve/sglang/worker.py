@@ -67,8 +67,10 @@ def organize_hook(original, score_list, token_list, parents_list, num_draft_toke
     if worker is None or worker.plan is None:
         return original(score_list, token_list, parents_list, num_draft_token)
     roots = torch.zeros(score_list[0].shape[0], dtype=torch.long)  # unused by selection
+    t0 = time.perf_counter()
     worker.organized = organize(score_list, token_list, parents_list, num_draft_token,
                                 roots, worker.policy, worker.view, worker.plan)
+    worker.organize_s = time.perf_counter() - t0
     o = worker.organized
     return o.parent_list, o.top_scores_index, o.draft_tokens
 
@@ -105,6 +107,22 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
     def cuda_graph_runner(self, runner) -> None:
         pass
 
+    def init_lm_head(self) -> None:
+        """``--speculative-token-map``: SGLang's draft loop maps every draft top-k id through
+        the map (``hot_token_id``), as for an EAGLE draft whose shared head it cuts to the
+        map's rows; its standalone draft keeps its own head and cuts nothing (a no-op here),
+        so the ids would be mapped twice. The draft's own head is cut to the map's rows
+        instead: our distilled draft's 8,192 trained rows (``hot_tokens.pt``), the head it
+        was trained with, at a sixth of the full head's cost per draft step."""
+        super().init_lm_head()
+        if getattr(self, "hot_token_id", None) is None:
+            return
+        head = self.draft_runner.model.lm_head
+        self.hot_token_id = self.hot_token_id.to(head.weight.device)
+        head.weight.data = head.weight.data[self.hot_token_id]  # [K, H]
+        logger.info("ADASERVE: the draft's head cut to the %d tokens of "
+                    "--speculative-token-map", self.hot_token_id.numel())
+
     def setup_adaserve(self) -> None:
         captured = self.__dict__.pop("cuda_graph_runner", None)
         if captured is not None:
@@ -130,7 +148,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self._ragged: bool | None = None  # decided at the first draft (``ragged``)
         self._no_spare = False  # the last batch had n >= B (``say_if_no_spare``)
         # this iteration's phases, for the iteration log
-        self.draft_s = self.extend_s = 0.0
+        self.draft_s = self.extend_s = self.organize_s = self.steps_s = 0.0
         self.selected_tokens = 0
 
     @property
@@ -294,6 +312,15 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
                         batch.seq_lens, window)
         return RaggedVerifyInput.of(verify, trees)
 
+    def draft_forward(self, forward_batch):
+        """SGLang's draft loop (its d - 1 draft forwards and top-k steps, then the
+        selection), timed without the selection: ``steps_s``, for the iteration log."""
+        self.organize_s = 0.0
+        t0 = time.perf_counter()
+        out = super().draft_forward(forward_batch)
+        self.steps_s = time.perf_counter() - t0 - self.organize_s
+        return out
+
     def _draft_extend_for_decode(self, batch, batch_result, *, kv_loc_plan=None):
         t0 = time.perf_counter()
         super()._draft_extend_for_decode(batch, batch_result, kv_loc_plan=kv_loc_plan)
@@ -342,5 +369,6 @@ class AdaServeWorker(StandaloneWorkerV2):
             verify_tokens=self.verify_tokens,
             layout_tokens=len(batch.reqs) * d.speculative_num_draft_tokens,
             ragged=bool(d._ragged), emitted_tokens=int(out.accept_lens.sum()),
-            draft_s=d.draft_s, verify_s=self.verify_s, extend_s=d.extend_s))
+            draft_s=d.draft_s, draft_steps_s=d.steps_s, draft_steps=shape.depth - 1,
+            select_s=d.organize_s, verify_s=self.verify_s, extend_s=d.extend_s))
         return out

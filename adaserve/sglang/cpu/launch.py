@@ -28,6 +28,7 @@ import os
 import sys
 from pathlib import Path
 
+from adaserve.engine.full_vocab import HOT_TOKENS
 from adaserve.engine.weights import FULL_VOCAB_DRAFT
 
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -43,6 +44,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "(our distilled draft with a full-vocabulary head, exported into the "
                         "cache on first use), 'target' (the target drafts for itself) or a "
                         "local Hugging Face directory")
+    p.add_argument("--draft-head", choices=("hot", "full"), default="hot",
+                   help="hot (default): the draft proposes only the tokens of its "
+                        "hot_tokens.pt (SGLang's --speculative-token-map; our distilled "
+                        "draft's 8,192 trained tokens, its head cut to them); full: its "
+                        "whole-vocabulary head")
     p.add_argument("--algorithm", choices=ALGORITHMS, default="ADASERVE",
                    help="ADASERVE (the plugin), STANDALONE (SGLang's own tree speculation "
                         "with the same draft) or none (no speculation), for comparisons")
@@ -101,6 +107,9 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
             "--max-total-tokens", str(args.max_total_tokens), "--sleep-on-idle"]
     if args.algorithm != "none":
         draft = target if args.draft == "target" else sglang_draft_dir(args.draft)
+        hot = Path(draft) / HOT_TOKENS
+        if args.draft_head == "hot" and args.algorithm == "ADASERVE" and hot.is_file():
+            argv += ["--speculative-token-map", str(hot)]
         argv += ["--speculative-algorithm", args.algorithm,
                  "--speculative-draft-model-path", draft,
                  "--speculative-num-steps", str(args.steps),
