@@ -77,3 +77,19 @@ def test_without_sglang_it_says_where_to_run_it(model, capsys):
     code = main(parse("--model", model))
     assert code == 2
     assert ".venv-sglang/bin/adaserve" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("head, mapped", [("hot", True), ("full", False)])
+def test_the_drafts_head_is_cut_to_its_trained_tokens_by_default(model, monkeypatch, tmp_path,
+                                                                  head, mapped):
+    """SGLang's --speculative-token-map with the draft's hot_tokens.pt (its 8,192 trained
+    tokens) unless --draft-head full; only for ADASERVE, whose worker cuts the head."""
+    from adaserve.engine.full_vocab import HOT_TOKENS
+
+    (tmp_path / HOT_TOKENS).write_bytes(b"ids")
+    monkeypatch.setattr("adaserve.sglang.cpu.launch.sglang_draft_dir", lambda name: str(tmp_path))
+    argv, _ = command(parse("--model", model, "--draft-head", head))
+    flags = dict(zip(argv[3::1], argv[4::1]))
+    assert (flags.get("--speculative-token-map") == str(tmp_path / HOT_TOKENS)) is mapped
+    argv, _ = command(parse("--model", model, "--algorithm", "STANDALONE"))
+    assert "--speculative-token-map" not in argv  # SGLang's own worker would map twice
