@@ -46,31 +46,47 @@ def page(rows: list[dict], args, baseline_ms: float | None, stamp: str, commit: 
         "tokens/s | draft ms | verify ms | draft extend ms | start s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        it = r.get("iterations") or {}
-        lines.append(
-            f"| {r['system']} | {r.get('budget', '-')} | {_f(it.get('iteration_ms'))} | "
-            f"{_f(it.get('verify_tokens'))} | {_f(it.get('layout_tokens'))} | "
-            f"{_f(it.get('accepted_per_step'), '.2f')} | {r['tokens_per_s']:.2f} | "
-            f"{_f(it.get('draft_ms'))} | {_f(it.get('verify_ms'))} | {_f(it.get('extend_ms'))} "
-            f"| {r['start_s']:.0f} |")
+        halves = ([("ragged", r.get("iterations")), ("uniform", r.get("iterations_uniform"))]
+                  if r.get("verify") == "alternate" else [("", r.get("iterations"))])
+        for label, it in halves:
+            it = it or {}
+            name = f"{r['system']} {label}".strip()
+            lines.append(
+                f"| {name} | {r.get('budget', '-')} | {_f(it.get('iteration_ms'))} | "
+                f"{_f(it.get('verify_tokens'))} | {_f(it.get('layout_tokens'))} | "
+                f"{_f(it.get('accepted_per_step'), '.2f')} | {r['tokens_per_s']:.2f} | "
+                f"{_f(it.get('draft_ms'))} | {_f(it.get('verify_ms'))} | "
+                f"{_f(it.get('extend_ms'))} | {r['start_s']:.0f} |")
     pairs = []
-    for r in ada:
-        if r["verify"] != "ragged":
-            continue
-        u = next((x for x in ada if x["verify"] == "uniform" and x["budget"] == r["budget"]), None)
-        if u and r.get("iterations") and u.get("iterations"):
-            a, b = r["iterations"], u["iterations"]
+    for r in ada:  # the same server, iteration by iteration
+        a, b = r.get("iterations"), r.get("iterations_uniform")
+        if r["verify"] == "alternate" and a and b:
             pairs.append(
-                f"| {r['budget_spec']} ({r['budget']}) | "
+                f"| {r['budget_spec']} ({r['budget']}) | one server, alternating | "
                 f"{a['verify_tokens'] / b['verify_tokens']:.2f} | "
                 f"{a['iteration_ms'] / b['iteration_ms']:.2f} | "
-                f"{r['tokens_per_s'] / u['tokens_per_s']:.2f} | {a['accepted_per_step']:.2f} vs "
-                f"{b['accepted_per_step']:.2f} | {a['over_budget']} |")
+                f"{a['verify_ms'] / b['verify_ms']:.2f} | "
+                f"{a['emitted_per_s'] / b['emitted_per_s']:.2f} | {a['accepted_per_step']:.2f} "
+                f"vs {b['accepted_per_step']:.2f} | {a['over_budget']} |")
+    for r in ada:  # two servers, one after the other
+        u = next((x for x in ada if x["verify"] == "uniform" and x["budget"] == r["budget"]
+                  and x.get("head") == r.get("head")), None)
+        if r["verify"] == "ragged" and u and r.get("iterations") and u.get("iterations"):
+            a, b = r["iterations"], u["iterations"]
+            pairs.append(
+                f"| {r['budget_spec']} ({r['budget']}) | two servers | "
+                f"{a['verify_tokens'] / b['verify_tokens']:.2f} | "
+                f"{a['iteration_ms'] / b['iteration_ms']:.2f} | "
+                f"{a['verify_ms'] / b['verify_ms']:.2f} | "
+                f"{r['tokens_per_s'] / u['tokens_per_s']:.2f} (client) | "
+                f"{a['accepted_per_step']:.2f} vs {b['accepted_per_step']:.2f} | "
+                f"{a['over_budget']} |")
     if pairs:
-        lines += ["", "Ragged against uniform at the same B (ragged / uniform):", "",
-                  "| B | verified tokens | iteration time | tokens/s | accepted / step "
-                  "(ragged vs uniform) | ragged iterations over max(B, n) |",
-                  "|---|---:|---:|---:|---|---:|", *pairs]
+        lines += ["", "Ragged against uniform at the same B (ragged / uniform; tokens/s: "
+                  "emitted tokens per second of iteration time, or the client's):", "",
+                  "| B | measured | verified tokens | iteration time | verify forward | "
+                  "tokens/s | accepted / step (ragged vs uniform) | ragged iterations over "
+                  "max(B, n) |", "|---|---|---:|---:|---:|---:|---|---:|", *pairs]
     steps = [r for r in ada if r.get("iterations")
              and r["iterations"].get("draft_to_target") is not None]
     if steps:

@@ -75,14 +75,16 @@ def per_class(recs: list[dict], slo_ms: dict[str, float]) -> dict:
     return out
 
 
-def iterations(log: Path, start: float, end: float) -> dict | None:
+def iterations(log: Path, start: float, end: float, ragged: bool | None = None) -> dict | None:
     """The worker's decoding iterations between ``start`` and ``end`` (epoch seconds; each
-    line is stamped when its iteration ended), summarized: medians of the phase times,
-    means of the token counts, accepted tokens per step = emitted / requests."""
+    line is stamped when its iteration ended), those of one verify if ``ragged`` is given,
+    summarized: medians of the phase times, means of the token counts, accepted tokens per
+    step = emitted / requests, and emitted tokens per second of iteration time."""
     if not log.exists():
         return None
     its = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
-    its = [i for i in its if start <= i["t"] - i["seconds"] and i["t"] <= end]
+    its = [i for i in its if start <= i["t"] - i["seconds"] and i["t"] <= end
+           and (ragged is None or i["ragged"] == ragged)]
     if not its:
         return None
 
@@ -99,6 +101,8 @@ def iterations(log: Path, start: float, end: float) -> dict | None:
             "selected_tokens": mean("selected_tokens"), "running": mean("running"),
             "accepted_per_step": sum(i["emitted_tokens"] for i in its)
             / sum(i["running"] for i in its),
+            "emitted_per_s": sum(i["emitted_tokens"] for i in its)
+            / sum(i["seconds"] for i in its),
             "ragged": all(i["ragged"] for i in its),
             "over_budget": sum(i["verify_tokens"] > max(i["budget"], i["running"])
                                for i in its if i["ragged"]),

@@ -9,9 +9,12 @@ by the same client:
   one request in flight, measured first);
 - `adaserve-<verify>[-fullhead]:<B>`: the plugin with its real draft (our distilled
   draft, full-vocabulary checkpoint; its head cut to the 8,192 trained tokens by SGLang's
-  token map, or whole with `-fullhead`), `--verify ragged|uniform` and `--budget B`, where
-  B is `layout` (N x max running requests: every position of SGLang's layout), `2n`, `3n`
-  (n = the concurrency) or a number;
+  token map, or whole with `-fullhead`), `--verify ragged|uniform|alternate` and
+  `--budget B`, where B is `layout` (N x max running requests: every position of SGLang's
+  layout), `2n`, `3n` (n = the concurrency) or a number. `alternate` verifies ragged and
+  uniform in turn, iteration by iteration, in one server: the two compared under the same
+  load and requests (its iteration log is split by verify); the separate ragged and
+  uniform servers give each its own client-side tokens/s;
 - `embedded`: `adaserve serve` (our engine, its packaged draft, defaults).
 
 Per SGLang ADASERVE server: greedy outputs of the tier's prompts (tests/sglang_tier) and of
@@ -59,9 +62,10 @@ from adaserve.sglang.cpu.process import ServerProcess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPE = {"steps": 3, "topk": 2, "draft_tokens": 4}
-DEFAULT_SYSTEMS = ("sglang-none,adaserve-uniform:layout,adaserve-ragged:layout,"
-                   "adaserve-uniform:3n,adaserve-ragged:3n,adaserve-uniform:2n,"
-                   "adaserve-ragged:2n,adaserve-ragged-fullhead:2n,embedded")
+DEFAULT_SYSTEMS = ("sglang-none,adaserve-alternate:layout,adaserve-alternate:3n,"
+                   "adaserve-alternate:2n,adaserve-uniform:3n,adaserve-ragged:3n,"
+                   "adaserve-uniform:2n,adaserve-ragged:2n,adaserve-ragged-fullhead:2n,"
+                   "embedded")
 
 
 def budget_of(spec: str, n: int) -> int:
@@ -118,7 +122,10 @@ def run_system(name: str, args, logs: Path, prompts, classes,
             row["tier_ids"] = greedy_ids(srv.url, TIER_PROMPTS, 24)
         recs, wall, start, end = drive(srv.url, prompts, args.tokens, args.concurrency, classes)
         if kind.startswith("adaserve"):
-            row["iterations"] = iterations(log, start, end)
+            row["iterations"] = iterations(log, start, end, True if "alternate" in kind
+                                           else None)
+            if "alternate" in kind:
+                row["iterations_uniform"] = iterations(log, start, end, False)
         if name == args.loadgen_system and args.loadgen_requests:
             row["loadgen"] = loadgen(srv.url, logs / f"loadgen-{name}", args.loadgen_rate,
                                      args.loadgen_requests, args.tokens, 0, slo_ms)

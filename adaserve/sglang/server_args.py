@@ -22,7 +22,7 @@ from adaserve.sglang.names import ALGORITHM
 log = logging.getLogger("adaserve.sglang")
 
 VERIFY_ENV = "ADASERVE_VERIFY"
-VERIFY_MODES = ("ragged", "uniform")
+VERIFY_MODES = ("ragged", "uniform", "alternate")
 
 DEFAULT_SHAPE = (5, 4, 8)  # steps, top-k, draft tokens per request (SGLang's Llama EAGLE)
 MAX_RUNNING = 48  # what SGLang sets for speculative decoding when unset
@@ -109,12 +109,15 @@ def asked_verify() -> str:
     asked = os.environ.get(VERIFY_ENV, "").strip().lower()
     if asked not in ("", *VERIFY_MODES):
         raise ValueError(f"{VERIFY_ENV}={asked!r}: give ragged (verify only the positions "
-                         "AdaServe selects) or uniform (SGLang's [batch, N] layout)")
+                         "AdaServe selects), uniform (SGLang's [batch, N] layout) or "
+                         "alternate (one, then the other, to compare them in one run)")
     return asked
 
 
-def verify_mode(*, triton_backend: bool, verify_graphs: bool) -> tuple[bool, str]:
-    """(ragged?, why), decided once per server from what its target runs. Ragged verify
+def verify_mode(*, triton_backend: bool, verify_graphs: bool) -> tuple[str, str]:
+    """(ragged, uniform or alternate; why), decided once per server from what its target
+    runs. ``alternate`` verifies ragged and uniform in turn, iteration by iteration, so a
+    benchmark compares them under the same load and requests. Ragged verify
     needs the triton attention backend (the one whose target-verify metadata the plugin
     makes ragged: adaserve/sglang/ragged.py) and a target verifying without CUDA graphs
     (its graphs are captured for [batch, N]; graphs per token bucket are designed in
@@ -123,10 +126,10 @@ def verify_mode(*, triton_backend: bool, verify_graphs: bool) -> tuple[bool, str
     blocker = ("the target's attention backend is not triton" if not triton_backend else
                "the target verifies with CUDA graphs, captured for the uniform layout "
                "(--disable-cuda-graph turns them off)" if verify_graphs else None)
-    if asked == "ragged" and blocker:
-        raise ValueError(f"{VERIFY_ENV}=ragged cannot run here: {blocker}")
+    if asked in ("ragged", "alternate") and blocker:
+        raise ValueError(f"{VERIFY_ENV}={asked} cannot run here: {blocker}")
     if asked == "uniform":
-        return False, f"{VERIFY_ENV}=uniform"
+        return "uniform", f"{VERIFY_ENV}=uniform"
     if blocker:
-        return False, blocker
-    return True, f"{VERIFY_ENV}={asked or 'ragged (the default)'}"
+        return "uniform", blocker
+    return asked or "ragged", f"{VERIFY_ENV}={asked or 'ragged (the default)'}"

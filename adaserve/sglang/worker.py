@@ -145,7 +145,8 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self.verified: tuple[tuple, Selection, np.ndarray] | None = None
         self._shapes: DraftShapes | None | bool = None  # False: a chain draft, no shapes
         self.shape: DraftShape | None = None
-        self._ragged: bool | None = None  # decided at the first draft (``ragged``)
+        self._verify: str | None = None  # ragged, uniform or alternate (``next_ragged``)
+        self.ragged = False  # this iteration's verify
         self._no_spare = False  # the last batch had n >= B (``say_if_no_spare``)
         # this iteration's phases, for the iteration log
         self.draft_s = self.extend_s = self.organize_s = self.steps_s = 0.0
@@ -177,21 +178,22 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
                 self._shapes = False
         return self._shapes or None
 
-    @property
-    def ragged(self) -> bool:
-        """Does the target verify only the selected positions? Decided at the first draft,
-        when the target's attention backend and verify graphs exist
-        (``server_args.verify_mode``), and said once in the log."""
-        if self._ragged is None:
+    def next_ragged(self) -> bool:
+        """Does this iteration's target verify only the selected positions? The mode is
+        decided at the first draft, when the target's attention backend and verify graphs
+        exist (``server_args.verify_mode``), and said once in the log; ``alternate`` turns
+        from one to the other each iteration."""
+        if self._verify is None:
             from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 
             runner = self.target_worker.model_runner
-            self._ragged, why = verify_mode(
+            self._verify, why = verify_mode(
                 triton_backend=isinstance(runner.attn_backend, TritonAttnBackend),
                 verify_graphs=getattr(runner, "decode_cuda_graph_runner", None) is not None)
-            logger.info("ADASERVE: %s verify (%s)", "ragged" if self._ragged else
-                        "uniform [batch, N]", why)
-        return self._ragged
+            logger.info("ADASERVE: %s verify (%s)", self._verify, why)
+        if self._verify == "alternate":
+            return not self.ragged
+        return self._verify == "ragged"
 
     def say_if_no_spare(self, n: int) -> None:
         """Algorithm 2 verifies every root first: with n >= B requests nothing is left for
@@ -301,6 +303,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         """SGLang's verify input with only the selected positions verifiable: compacted
         and ragged, or unlinked inside the uniform layout."""
         keep = self.organized.keep
+        self.ragged = self.next_ragged()
         if not self.ragged:
             verify.retrieve_next_token, verify.retrieve_next_sibling = unlink(
                 verify.retrieve_next_token, verify.retrieve_next_sibling, keep)
@@ -368,7 +371,7 @@ class AdaServeWorker(StandaloneWorkerV2):
             depth=shape.depth, width=shape.width, selected_tokens=d.selected_tokens,
             verify_tokens=self.verify_tokens,
             layout_tokens=len(batch.reqs) * d.speculative_num_draft_tokens,
-            ragged=bool(d._ragged), emitted_tokens=int(out.accept_lens.sum()),
+            ragged=d.ragged, emitted_tokens=int(out.accept_lens.sum()),
             draft_s=d.draft_s, draft_steps_s=d.steps_s, draft_steps=shape.depth - 1,
             select_s=d.organize_s, verify_s=self.verify_s, extend_s=d.extend_s))
         return out

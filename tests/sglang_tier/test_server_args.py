@@ -88,27 +88,30 @@ def test_a_misspelt_verify_mode_stops_the_launch(model, monkeypatch):
 
 
 @pytest.mark.parametrize("asked, triton, graphs, want", [
-    ("", True, False, True),  # the default where the target can: ragged
-    ("ragged", True, False, True),
-    ("uniform", True, False, False),
-    ("", False, False, False),  # another attention backend: uniform, saying why
-    ("", True, True, False),  # verify CUDA graphs, captured for [bs, N]
+    ("", True, False, "ragged"),  # the default where the target can
+    ("ragged", True, False, "ragged"),
+    ("alternate", True, False, "alternate"),
+    ("uniform", True, False, "uniform"),
+    ("", False, False, "uniform"),  # another attention backend: uniform, saying why
+    ("", True, True, "uniform"),  # verify CUDA graphs, captured for [bs, N]
 ])
 def test_which_verify_runs(monkeypatch, asked, triton, graphs, want):
     from adaserve.sglang.server_args import verify_mode
 
     monkeypatch.setenv("ADASERVE_VERIFY", asked)
-    ragged, why = verify_mode(triton_backend=triton, verify_graphs=graphs)
-    assert ragged is want and why
-    if not want and asked != "uniform":
+    mode, why = verify_mode(triton_backend=triton, verify_graphs=graphs)
+    assert mode == want and why
+    if want == "uniform" and asked != "uniform":
         assert ("triton" in why) != ("CUDA graphs" in why)
 
 
+@pytest.mark.parametrize("asked", ["ragged", "alternate"])
 @pytest.mark.parametrize("triton, graphs, reason", [(False, False, "not triton"),
                                                     (True, True, "CUDA graphs")])
-def test_ragged_asked_for_where_it_cannot_run_is_an_error(monkeypatch, triton, graphs, reason):
+def test_ragged_asked_for_where_it_cannot_run_is_an_error(monkeypatch, triton, graphs, reason,
+                                                          asked):
     from adaserve.sglang.server_args import verify_mode
 
-    monkeypatch.setenv("ADASERVE_VERIFY", "ragged")
+    monkeypatch.setenv("ADASERVE_VERIFY", asked)
     with pytest.raises(ValueError, match=reason):
         verify_mode(triton_backend=triton, verify_graphs=graphs)

@@ -46,7 +46,8 @@ def make_worker(monkeypatch, budget: str | None, ragged: bool = False) -> AdaSer
     w.cuda_graph_runner = "a captured draft-decode graph"
     w.__class__ = AdaServeDraftWorker
     w.setup_adaserve()
-    w._ragged = ragged  # what ``ragged`` decides from the target (a triton backend, no graphs)
+    # what ``next_ragged`` decides from the target (a triton backend, no graphs)
+    w._verify = "ragged" if ragged else "uniform"
     return w
 
 
@@ -260,4 +261,25 @@ def test_at_b_no_more_than_n_every_class_verifies_its_root_only(monkeypatch, cap
     assert counts["3"] == [1, 1, 1]
     assert "3 requests and B = 3: no budget beyond the roots" in caplog.text
     assert counts["7"][0] > counts["7"][1]  # the urgent request is served first
+    configured_classes.cache_clear()
+
+
+def test_alternate_verifies_ragged_and_uniform_in_turn(monkeypatch):
+    """ADASERVE_VERIFY=alternate: a benchmark's side-by-side comparison in one server --
+    ragged, uniform, ragged, ... -- over the same selection rule."""
+    from adaserve.sglang.ragged import RaggedVerifyInput
+
+    w = make_worker(monkeypatch, "7", ragged=True)
+    w._verify = "alternate"
+    w.req_to_token_pool = SimpleNamespace(size=8, req_to_token=torch.arange(8 * 64).view(8, 64))
+    monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_verify_input([]), raising=False)
+    reqs = [_req("u", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 30, 9),
+            _req("r", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 12, 1)]
+    batch = SimpleNamespace(reqs=reqs, forward_mode=ForwardMode.DECODE,
+                            req_pool_indices=torch.tensor([0, 1]), seq_lens=torch.tensor([38, 12]))
+    kinds = []
+    for _ in range(4):
+        verify = w.draft(batch)
+        kinds.append((isinstance(verify, RaggedVerifyInput), w.ragged))
+    assert kinds == [(True, True), (False, False), (True, True), (False, False)]
     configured_classes.cache_clear()

@@ -59,10 +59,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, default=None,
                    help="ADASERVE_BUDGET: tokens verified per iteration over the batch "
                         "(default: the whole verify layout, N x max running requests)")
-    p.add_argument("--verify", choices=("ragged", "uniform"), default=None,
+    p.add_argument("--verify", choices=("ragged", "uniform", "alternate"), default=None,
                    help="ADASERVE_VERIFY: ragged (default here: the target computes only "
-                        "the positions AdaServe selects) or uniform (SGLang's [batch, N] "
-                        "layout, the positions not selected unlinked)")
+                        "the positions AdaServe selects), uniform (SGLang's [batch, N] "
+                        "layout, the positions not selected unlinked) or alternate (one "
+                        "iteration each, to compare them under one load)")
     p.add_argument("--iteration-log", default=None, metavar="FILE",
                    help="ADASERVE_ITERATION_LOG: one JSON line per decoding iteration")
     p.add_argument("--policy", default=None, help="ADASERVE_POLICY (default adaserve)")
