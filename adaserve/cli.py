@@ -122,9 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
                                         "installed sglang against it; `adaserve sglang "
                                         "serve-cpu` runs SGLang with it on a CPU")
     sgl_sub = sgl.add_subparsers(dest="sglang_command", required=True,
-                                 metavar="{check,serve-cpu}",
+                                 metavar="{check,serve-cpu,fleet-cpu}",
                                  help="check: does the plugin fit the installed sglang; "
-                                      "serve-cpu: SGLang with the plugin on a CPU")
+                                      "serve-cpu: SGLang with the plugin on a CPU; "
+                                      "fleet-cpu: N serve-cpu replicas behind SGLang's router")
     sgl_sub.add_parser("check", help="is the installed sglang the version the plugin was built "
                                      "against, and does every hook target exist in it")
     serve_cpu = sgl_sub.add_parser(
@@ -132,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "stubbed kernels, torch attention)", formatter_class=_HelpFormatter)
     from adaserve.sglang.cpu.launch import add_args as _serve_cpu_args
     _serve_cpu_args(serve_cpu)
+    fleet_cpu = sgl_sub.add_parser(
+        "fleet-cpu", help="N `serve-cpu` replicas behind SGLang's router (sglang-router), "
+                          "started and stopped together", formatter_class=_HelpFormatter)
+    from adaserve.sglang.cpu.fleet import add_args as _fleet_cpu_args
+    _fleet_cpu_args(fleet_cpu)
     sgl.set_defaults(func=_sglang)
 
     dist = sub.add_parser("distill-draft", help="distil the draft for the default target from the "
@@ -156,6 +162,10 @@ def _sglang(args: argparse.Namespace) -> int:
         from adaserve.sglang.cpu.launch import main as serve_cpu_main
 
         return serve_cpu_main(args)
+    if args.sglang_command == "fleet-cpu":
+        from adaserve.sglang.cpu.fleet import main as fleet_cpu_main
+
+        return fleet_cpu_main(args)
     from adaserve.sglang.check import main as check_main
 
     return check_main(args)

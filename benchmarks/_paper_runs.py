@@ -21,12 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from _common import RESULTS
-from _paper import PREFILL_CHUNK, PaperSetup
+from _paper import PaperSetup
 
 from adaserve.loadgen.records import Record, summarize
-from adaserve.sim.hardware import DATA as HW_DATA, HardwareModel
+from adaserve.sim.hardware import DATA as HW_DATA
 from adaserve.sim.run import SimRun, run
-from adaserve.sim.workload import SimRequest, read_paper_trace
 
 RUNS = RESULTS / "sim" / "runs"
 ACC_DATA = HW_DATA.parent / "acceptance"
@@ -42,7 +41,7 @@ class Task:
     trace: Path  # a paper-format CSV
     system: str
     seed: int
-    hardware: str = ""  # "" = the set-up's (drafting priced)
+    hardware: str = ""  # "" = the deployment's for this system
 
     @property
     def run_seed(self) -> int:
@@ -50,17 +49,20 @@ class Task:
 
     @property
     def hw_name(self) -> str:
-        return self.hardware or self.setup.hardware
+        return self.hardware or self.setup.deploy.hardware_of(self.system)
 
     def inputs(self) -> dict:
-        return {"trace_sha": _sha(self.trace), "hardware": self.hw_name,
+        deploy = self.setup.deploy
+        # what this system runs on: the engine settings, its own entry, the output lengths
+        spec = {"engine": dict(deploy.engine), "system": dict(deploy.systems.get(self.system, {})),
+                "eos_hazard": deploy.eos_hazard, "acceptance": deploy.acceptance}
+        return {"trace_sha": _sha(self.trace), "deployment": deploy.name,
+                "deployment_sha": hashlib.sha256(json.dumps(spec, sort_keys=True).encode()
+                                                 ).hexdigest(),
+                "hardware": self.hw_name,
                 "hardware_sha": _model_sha(HW_DATA / f"{self.hw_name}.json"),
-                "acceptance": self.setup.acceptance,
-                "acceptance_sha": _model_sha(ACC_DATA / f"{self.setup.acceptance}.json"),
-                "system": self.system, "seed": self.run_seed,
-                "max_batch": self.setup.max_batch,
-                "max_depth": self.setup.max_depth, "max_width": self.setup.max_width,
-                "prefill_chunk": PREFILL_CHUNK, "cost_aware_depth": False}
+                "acceptance_sha": _model_sha(ACC_DATA / f"{deploy.acceptance}.json"),
+                "system": self.system, "seed": self.run_seed}
 
     @property
     def path(self) -> Path:
@@ -114,9 +116,9 @@ def measured(res: SimRun) -> dict:
 
 def execute(task: Task) -> dict:
     """Run one task (the real engine loop on the simulated executor) and keep it."""
-    hw = HardwareModel.load(task.hw_name)
-    requests: list[SimRequest] = read_paper_trace(task.trace, hw.baseline_latency_ms)
-    res = run(task.setup.sim_setup(hw, task.system), requests, seed=task.run_seed)
+    requests = task.setup.requests(task.trace)
+    over = {"hardware": task.hardware} if task.hardware else {}
+    res = run(task.setup.sim_setup(task.system, **over), requests, seed=task.run_seed)
     out = {
         "inputs": task.inputs(), "trace": task.trace.name, "requests": len(requests),
         "iterations": res.iterations, "simulated_s": res.simulated_s, "wall_s": res.wall_s,

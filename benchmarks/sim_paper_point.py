@@ -1,11 +1,11 @@
-"""One point of the AdaServe paper, end to end through `adaserve simulate` (issue 17).
+"""One point of the AdaServe paper, end to end through `adaserve simulate` (issues 17, 26).
 
-Figure 8/9 at RPS 3.0 on Llama-3.1-70B (TP4 A100): the authors' own trace, the artifact's
-verify-latency table, the synthetic acceptance model fitted to the paper's Fig. 12, and
-the paper's six systems. Runs the CLI itself (so the page's command is what a user types),
-then puts each system's attainment, goodput and tokens per step beside the paper's, with
-the spread over acceptance seeds. Writes results/sim/fig8-rps3.0.{md,json} and keeps the
-runs under results/sim/fig8-rps3.0/.
+Figure 8/9 at RPS 3.0 on Llama-3.1-70B (TP4 A100): the authors' own trace and the paper's
+six systems on the deployment `paper-llama3.1-70b` (the figure pages' set-up). Runs the CLI
+itself (so the page's command is what a user types), then puts each system's attainment,
+goodput and tokens per step beside the paper's, with the spread over acceptance seeds.
+Writes results/sim/fig8-rps3.0.{md,json} and keeps the runs under
+results/sim/fig8-rps3.0/.
 
     python benchmarks/sim_paper_point.py [--seeds 0,1,2]
 """
@@ -30,7 +30,7 @@ from adaserve.loadgen.records import read_jsonl
 
 PAPER = Path(__file__).resolve().parents[2] / "shared" / "paper-scale"
 TRACE = PAPER / "traces" / "fig8_9_rps3.0_ol256.csv"
-HARDWARE, ACCEPTANCE = "llama3.1-70b-a100-tp4", "synthetic-llama3.1-70b-1b"
+SETUP = "paper-llama3.1-70b"
 # ../shared/paper-scale/paper_results.md, Fig. 8, 9, 12 at RPS 3.0, Llama-3.1-70B [plot]
 PAPER_POINT = {  # system: (attainment %, goodput tok/s, accepted tokens per step or None)
     "adaserve": (97.9, 616, 6.05),
@@ -43,9 +43,8 @@ PAPER_POINT = {  # system: (attainment %, goodput tok/s, accepted tokens per ste
 
 
 def run_cli(out: Path, seeds: str) -> tuple[list[str], float]:
-    cmd = ["adaserve", "simulate", "--trace", str(TRACE), "--hardware", HARDWARE,
-           "--acceptance", ACCEPTANCE, "--policies", ",".join(PAPER_POINT), "--seeds", seeds,
-           "--out", str(out), "--quiet"]
+    cmd = ["adaserve", "simulate", "--setup", SETUP, "--trace", str(TRACE), "--policies",
+           ",".join(PAPER_POINT), "--seeds", seeds, "--out", str(out), "--quiet"]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return cmd, time.perf_counter() - t0
@@ -89,16 +88,14 @@ def main() -> int:
         f"`python benchmarks/sim_paper_point.py {' '.join(sys.argv[1:])}`), {wall:.0f} s wall",
         f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
         f"- trace: the authors' `{TRACE.name}` (60/20/20 of 1.2x baseline, 50 ms, 150 ms; "
-        "output 256); hardware `llama3.1-70b-a100-tp4` (the artifact's verify table, the "
-        "attention term, drafting free: the 1B draft's cost is not in the kit); acceptance "
-        "`synthetic-llama3.1-70b-1b` (fitted to Fig. 12's vLLM-Spec chains: "
-        "[acceptance-fit-llama70b.md](acceptance-fit-llama70b.md))",
+        f"outputs capped at 256 and ending at EOS); deployment `{SETUP}` (the authors' "
+        "AdaServe and the baselines as the artifact ran them: docs/sim.md's choice table; "
+        "the same runs as [fig8.md](fig8.md) at this rate)",
         f"- {len(seeds)} acceptance seeds ({args.seeds}): mean (min-max); the paper's values "
         "are read off its plots (paper_results.md, about +/-1 point and +/-10 tokens/s)",
         "- systems as this engine runs them (adaserve/engine/systems.py): vllm = incremental "
         "+ prefill-first, sarathi = incremental + chunked prefill, vllm-spec-k = a static "
-        "chain of k + prefill-first; the A100 model fuses an iteration's prefill chunk with "
-        "its verify forward", "",
+        "chain of k + prefill-first, each on the deployment's engine settings", "",
         "| system | paper attainment % | simulated | difference (points) | paper goodput "
         "tok/s | simulated | difference | paper tokens/step | simulated tokens/step |",
         "|---|---|---|---|---|---|---|---|---|", *table, "",

@@ -29,6 +29,7 @@ from _common import RESULTS, commit, machine
 from _paper import KIT, KIT_REF, SEED_70B, SEED_7B
 from _paper_runs import run_all, spread
 from sim_paper_figures import IMPROVED, OUT, Figure, curves, plot, table, tasks_of
+from sim_paper_goals import TEXT
 
 from adaserve.loadgen.paper_trace import at_rate, read_rows
 
@@ -77,7 +78,7 @@ def write_traces() -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--systems", default=",".join(SYSTEMS + IMPROVED))
+    p.add_argument("--systems", default=",".join(SYSTEMS + (TEXT,) + IMPROVED))
     p.add_argument("--jobs", type=int, default=2)
     args = p.parse_args()
     if not SOURCE.is_file():
@@ -105,12 +106,14 @@ def main() -> int:
         f"- command: `python benchmarks/sim_seed_figures.py {' '.join(sys.argv[1:])}` "
         f"({time.perf_counter() - t0:.0f} s wall; runs kept under results/sim/runs/)",
         f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
-        *[f"- {s.title}: hardware `{s.hardware}` (Vidur's profile, the attention term, the "
-          "160M draft priced with the Llama fit's per-forward constant: "
-          f"[draft-cost.md](draft-cost.md)), acceptance `{s.acceptance}` (a stand-in fitted "
-          "to Spec-Bench's small-draft SpS: [acceptance-fit-seed.md](acceptance-fit-seed.md))"
-          f", tree depth <= {s.max_depth}, width <= {s.max_width}, batch <= {s.max_batch}, "
-          "Eq. 8 depth as published" for s in setups],
+        *[f"- {s.title}: deployment `{s.deployment}` (adaserve/sim/data/setups/): hardware "
+          f"`{s.hardware}` (Vidur's profile, the attention term, the 160M draft priced with "
+          "the Llama fit's per-forward constant: [calibration.md](calibration.md)), "
+          f"acceptance `{s.acceptance}` (a stand-in fitted to Spec-Bench's small-draft SpS: "
+          "[acceptance-fit-seed.md](acceptance-fit-seed.md)), B "
+          f"{s.engine['budget']}, tree depth <= {s.engine['max_depth']}, width <= "
+          f"{s.engine['max_width']}, batch <= {s.engine['max_batch']}, for every system "
+          "(the authors' artifact has no run of this pair)" for s in setups],
         f"- workloads: results/sim/seed/traces/ (written by the script): the arrival times "
         f"of `{KIT_REF}/traces/{SOURCE.name}` rescaled to each rate, {REQUESTS} requests, "
         "60/20/20 of urgent (x1 baseline) / moderate (30 ms on 7B, 60 ms on 70B) / relaxed "

@@ -5,6 +5,7 @@ engine and the SGLang plugin call the same code and tests run on fabricated inpu
 """
 
 from adaserve.scheduler.acceptance import AcceptanceTracker, Calibration, expected_chain_tokens
+from adaserve.scheduler.authors import AdaServeRules
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.latency import (BUDGET_MAX_RATIO, Budget, LatencyModel, LatencySample,
@@ -25,7 +26,7 @@ from adaserve.scheduler.slo import SLO, BatchView, RequestProgress, capped_requi
 from adaserve.scheduler.tree import CandidateBatch, CandidateTree
 
 __all__ = [
-    "AcceptanceTracker", "BUDGET_MAX_RATIO", "BatchView", "Budget", "CalibratedLatency", "Calibration", "CandidateBatch", "CandidateTree",
+    "AcceptanceTracker", "AdaServeRules", "BUDGET_MAX_RATIO", "BatchView", "Budget", "CalibratedLatency", "Calibration", "CandidateBatch", "CandidateTree",
     "IterationLatency", "LatencyModel", "LatencySample", "OracleResult", "POLICIES", "Policy",
     "PoolFull", "RequestPool", "RequestProgress", "SLO", "STATIC_CHAINS", "SchedulerConfig",
     "Selection",

@@ -5,8 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from adaserve.scheduler.latency import LatencyModel
+
+class ForwardLatency(Protocol):
+    """Seconds of one forward of ``batch_tokens`` tokens over ``context_tokens`` cached ones:
+    a profiled `LatencyModel`, or a measured table (adaserve.sim.hardware.TableCost)."""
+
+    def predict(self, context_tokens: int, batch_tokens: int) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,16 +20,25 @@ class IterationLatency:
     """Seed 000 Eq. 2: T_batch = T_draft + T_target, each from a profiled latency model.
 
     ``draft=None`` means drafting is free (or not measured): only verification is charged.
+    ``draft_fixed_s`` is a draft phase priced as one constant whatever its shape, as the
+    AdaServe authors' scheduler prices it (its --ssm-spec-latency-ms; scheduler/authors.py).
     """
 
-    target: LatencyModel
-    draft: LatencyModel | None = None
+    target: ForwardLatency
+    draft: ForwardLatency | None = None
+    draft_fixed_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.draft_fixed_s) and self.draft_fixed_s >= 0):
+            raise ValueError(f"draft_fixed_s must be finite and >= 0, got {self.draft_fixed_s!r}")
 
     def predict(self, context_tokens: int, draft_step_tokens: Sequence[int],
                 verify_tokens: int) -> float:
         t = float(self.target.predict(context_tokens, verify_tokens))
         if self.draft is not None:
             t += sum(float(self.draft.predict(context_tokens, k)) for k in draft_step_tokens)
+        if draft_step_tokens:
+            t += self.draft_fixed_s
         return t
 
 
@@ -39,10 +54,15 @@ class CalibratedLatency:
     profile the prediction is the weighted mean measured iteration, 0 before the first.
     """
 
-    def __init__(self, base: IterationLatency | None = None, halflife: float = 32.0) -> None:
+    def __init__(self, base: IterationLatency | None = None, halflife: float = 32.0,
+                 adapt: bool = True) -> None:
+        """``adapt=False``: the base's predictions as they are, never rescaled (a predictor
+        of fixed constants, as the AdaServe authors' scheduler uses)."""
         if not (math.isfinite(halflife) and halflife > 0):
             raise ValueError(f"halflife must be a positive number of iterations, got {halflife!r}")
-        self.base = base
+        if not adapt and base is None:
+            raise ValueError("a non-adapting predictor needs a base model")
+        self.base, self.adapt = base, adapt
         self._decay = 0.5 ** (1.0 / halflife)
         self._measured = 0.0
         self._predicted = 0.0
@@ -69,6 +89,8 @@ class CalibratedLatency:
         """Fold in one measured iteration of the given shape."""
         if not (math.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"seconds must be finite and >= 0, got {seconds!r}")
+        if not self.adapt:
+            return
         self._measured = self._decay * self._measured + seconds
         self._predicted = self._decay * self._predicted + self._unit(
             context_tokens, draft_step_tokens, verify_tokens)

@@ -17,6 +17,7 @@ import numpy as np
 
 from adaserve.scheduler.acceptance import (AcceptanceTracker, RequestCalibration,
                                            expected_chain_tokens)
+from adaserve.scheduler.authors import in_slo_phase, slo_need, slo_token_cap, tree_shape
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.selection import (
@@ -27,9 +28,11 @@ from adaserve.scheduler.selection import (
     select_roots,
     select_slo_customized,
     top_yield,
+    trim,
 )
+from adaserve.scheduler.pacing import pace_cap
 from adaserve.scheduler.shape import SpecPlan, depth_width
-from adaserve.scheduler.slo import BatchView, capped_requirement
+from adaserve.scheduler.slo import SLO_EPS, BatchView, capped_requirement
 from adaserve.scheduler.tree import CandidateBatch
 from adaserve.scheduler.triage import unreachable
 
@@ -103,9 +106,16 @@ class _BudgetedPolicy(Policy):
         if n >= budget:  # the roots alone fill the budget: drafting would be thrown away
             shape = _IDLE
         else:
-            d, w = depth_width(n, budget, self.config.max_depth, self.config.max_width)
+            d, w = self._shape(n)
             shape = SpecPlan(depth=self._worthwhile_depth(batch, d, w), width=w)
         return self._priced(batch, shape, self._verify_tokens(n, shape))
+
+    def _shape(self, n: int) -> tuple[int, int]:
+        """Depth and width for n requests: the EuroSys Eq. 8-9 the authors run
+        (authors.tree_shape)."""
+        c = self.config
+        return tree_shape(n, c.budget, c.spec_budget, c.min_depth, c.max_depth, c.max_width,
+                          c.rules)
 
     def _verify_tokens(self, n: int, shape: SpecPlan) -> int:
         return min(max(n, self.config.budget), shape.candidate_nodes(n))
@@ -137,49 +147,95 @@ class _BudgetedPolicy(Policy):
 
 
 class AdaServePolicy(_BudgetedPolicy):
+    """AdaServe as its authors run it (FlexFlow Serve's request manager; scheduler/authors.py
+    has each rule and its source). Algorithm 2's two phases, with the code's choices: the
+    SLO phase serves requests in ascending need, each up to n_max = int(1.2 B / n) tokens
+    past its root, need being the predicted iteration latency x 1.05 over the SLO plus the
+    catch-up (and, as the authors' code does, only requests whose SLO is relative to the
+    baseline when ``rules.absolute_in_slo_phase`` is off); depth and width follow the
+    EuroSys Eq. 8-9. The throughput phase takes the best remaining nodes across all
+    requests."""
+
     name = "adaserve"
-    summary = "SLO-customized selection, then throughput-optimized selection (seed 002)"
+    summary = "AdaServe as its authors' code runs it (FlexFlow Serve), seed 002's two phases"
 
     def _select(self, batch, plan, candidates):
-        requirement = batch.requirements(plan.t_spec_s)
-        n_max = self.config.slo_cap(batch.n)
-        requirement, target = self._slo_asks(batch, plan, candidates, requirement,
-                                             capped_requirement(requirement, plan.depth), n_max)
-        return select_slo_customized(candidates, self.config.budget, requirement, target,
-                                     n_max, worth=self._worth(batch))
+        rules = self.config.rules
+        need = slo_need(batch, plan.t_spec_s, plan.depth, rules)  # [n]
+        served = self._slo_rows(batch, plan, candidates,
+                                in_slo_phase(batch, rules) & (need > 1.0 + SLO_EPS))
+        n_max = slo_token_cap(self.config.budget, batch.n, rules) + 1  # the root counts
+        return select_slo_customized(candidates, self.config.budget, need,
+                                     np.where(served, need, 1.0), n_max,
+                                     worth=self._worth(batch), ascending=rules.ascending)
 
-    def _slo_asks(self, batch, plan, candidates, requirement, target, n_max):
-        """What the SLO phase is asked per request, A(r) and A_cap: as published here; the
-        improvement policies below change only this or ``_worth``."""
-        return requirement, target
+    def _slo_rows(self, batch, plan, candidates, served):
+        """[n] bool, the requests the SLO phase serves; improvement policies narrow it."""
+        return served
 
     def _worth(self, batch):
         """What the SLO phase counts a node as, worth * f(v); None: f itself."""
         return None
 
 
+class AdaServeTextPolicy(_BudgetedPolicy):
+    """Algorithm 2 as seed 002's text states it: A(r) = (l + t_spec)/t - o for every request
+    with an SLO, most behind first, A_cap = min(A, d + 1), n_max twice the even share,
+    depth and width by the seed's Eq. 8-9. Kept beside the authors' reading for comparison."""
+
+    name = "adaserve-text"
+    summary = "Algorithm 2 as seed 002's text states it (Eq. 8-9, most-behind first)"
+
+    def _shape(self, n):
+        c = self.config
+        return depth_width(n, c.budget, c.max_depth, c.max_width)
+
+    def _select(self, batch, plan, candidates):
+        requirement = batch.requirements(plan.t_spec_s)
+        return select_slo_customized(candidates, self.config.budget, requirement,
+                                     capped_requirement(requirement, plan.depth),
+                                     self.config.slo_cap(batch.n))
+
+
 class AdaServeTriagePolicy(AdaServePolicy):
     """AdaServe, with requests that can no longer attain their SLO served best-effort.
 
-    Algorithm 2 serves the most-behind request first, so one that has fallen out of reach
-    takes up to n_max tokens every iteration until it ends and still misses, and the
-    requests after it starve. Here a request is given up for the iteration when even the
-    most the SLO phase could give it, a_max = min(1 + top n_max - 1 f(v) of its tree,
-    d + 1), cannot bring its final TPOT within the SLO (``triage.unreachable``). Its
-    requirement and target become none for the SLO phase; it still competes for the
-    budget in the throughput phase. Unknown horizons (``remaining_tokens`` None): adaserve.
+    A request that has fallen out of reach takes up to n_max tokens in the SLO phase every
+    iteration until it ends and still misses, and the requests after it starve. Here a
+    request is given up for the iteration when even the most the SLO phase could give it,
+    a_max = min(1 + the top n_max f(v) of its tree, d + 1), cannot bring its final TPOT
+    within the SLO (``triage.unreachable``). It leaves the SLO phase and still competes for
+    the budget in the throughput phase. Unknown horizons (``remaining_tokens`` None):
+    adaserve.
     """
 
     name = "adaserve-triage"
     summary = "adaserve, requests that cannot reach their SLO any more served best-effort"
 
-    def _slo_asks(self, batch, plan, candidates, requirement, target, n_max):
+    def _slo_rows(self, batch, plan, candidates, served):
         if batch.remaining_tokens is None:
-            return requirement, target
+            return served
+        n_max = slo_token_cap(self.config.budget, batch.n, self.config.rules) + 1
         a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]
-        lost = unreachable(batch, a_max, plan.t_spec_s)  # [n]
-        # 0 and 1: nothing asked of the SLO phase
-        return np.where(lost, 0.0, requirement), np.where(lost, 1.0, target)
+        return served & ~unreachable(batch, a_max, plan.t_spec_s)
+
+
+class AdaServePacedPolicy(AdaServePolicy):
+    """AdaServe, with every request paced: after both phases, a request keeps at most the
+    tokens that bring it to ``config.pace`` x its SLO after this iteration
+    (``pacing.pace_cap``), and the budget it gives back is left unspent, so the iteration
+    verifies fewer tokens and ends sooner for everyone. The cap is the SLO phase's own need
+    computed at the tighter SLO, in tokens: a request behind keeps what it was given unless
+    its tree is so poor that reaching its need took more nodes than the need itself, and
+    best-effort requests are not paced."""
+
+    name = "adaserve-paced"
+    summary = "adaserve, each request verifies no more than keeps it at a pace ahead of its SLO"
+
+    def _select(self, batch, plan, candidates):
+        sel = super()._select(batch, plan, candidates)
+        return trim(candidates, sel, pace_cap(batch, plan.t_spec_s, self.config.pace,
+                                              self.config.rules))
 
 
 class AdaServeCalibratedPolicy(AdaServePolicy):
@@ -343,7 +399,8 @@ def _chain(k: int) -> SpecPlan:
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (AdaServePolicy, AdaServeTriagePolicy, AdaServeCalibratedPolicy,
+    for cls in (AdaServePolicy, AdaServeTextPolicy, AdaServeTriagePolicy,
+                AdaServePacedPolicy, AdaServeCalibratedPolicy,
                 GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy, TurboSpecPolicy,
                 IncrementalPolicy, *STATIC_CHAINS)
 }

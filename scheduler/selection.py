@@ -122,13 +122,19 @@ def _result(c: CandidateBatch, mask: np.ndarray, target: np.ndarray) -> Selectio
 
 def select_slo_customized(c: CandidateBatch, budget: int, requirement: np.ndarray,
                           target: np.ndarray, n_max: int,
-                          worth: np.ndarray | None = None) -> Selection:
+                          worth: np.ndarray | None = None, ascending: bool = False,
+                          throughput_rows: np.ndarray | None = None) -> Selection:
     """AdaServe selection: SLO-customized phase, then throughput-optimized phase.
 
-    ``requirement`` is A(r) (orders the SLO phase, most behind first); ``target`` is A_cap.
+    ``requirement`` orders the SLO phase: most behind (largest) first as seed 002's text
+    has it, or smallest first with ``ascending`` as its authors' code does (authors.py);
+    ``target`` is A_cap, what each row's tree should sum to (rows at 1 are not served);
+    ``n_max`` the tokens a row may hold after the SLO phase, its root included.
     ``worth`` ([n], None = 1) scales what the SLO phase counts a node as, worth[i] * f(v)
     tokens instead of f(v), for a draft known to over- or under-promise on request i; the
     ranking, the throughput phase and ``expected_accepted`` keep the raw f.
+    ``throughput_rows`` ([n] bool, None = all): the rows the throughput phase may add to;
+    budget it cannot place on them is left unspent (a shorter verify).
     """
     target = np.asarray(target, np.float64)
     spare = max(budget - c.n, 0)
@@ -148,7 +154,8 @@ def select_slo_customized(c: CandidateBatch, budget: int, requirement: np.ndarra
                         axis=1)
         wanted = (acc < (target[pressed] - SLO_EPS)[:, None]) & (f > 0)
         need = np.minimum(wanted.sum(axis=1), n_max - 1)  # [P]
-        order = np.argsort(-np.asarray(requirement, np.float64)[pressed], kind="stable")
+        key = np.asarray(requirement, np.float64)[pressed]
+        order = np.argsort(key if ascending else -key, kind="stable")
         before = np.cumsum(need[order]) - need[order]
         take = np.empty_like(need)
         take[order] = np.minimum(np.maximum(spare - before, 0), need[order])
@@ -157,7 +164,26 @@ def select_slo_customized(c: CandidateBatch, budget: int, requirement: np.ndarra
         spare -= int(take.sum())
     # Algorithm 2 lines 18-23: the globally best remaining nodes. Restricted to one request
     # the global order is its own rank order, so the winners extend each prefix.
+    if throughput_rows is not None:
+        cost[~np.asarray(throughput_rows, bool)] = np.inf
     return _result(c, slo_mask | _top_k(c, cost, spare), target)
+
+
+def trim(c: CandidateBatch, sel: Selection, cap: np.ndarray) -> Selection:
+    """``sel`` with each row cut to its ``cap`` best tokens (root included; inf: no cap).
+
+    Every phase takes a prefix of a row's rank order (f desc, depth, index), so a row's
+    selected nodes are its first counts - 1 ranked ones, and its first cap - 1 ranked
+    nodes are its best selected ones: still a prefix, so the trees stay ancestor-closed."""
+    cap = np.asarray(cap, np.float64)
+    rows = np.flatnonzero(sel.counts > cap)  # [P]
+    if rows.size == 0:
+        return sel
+    cols, _ = _row_ranking(c, _costs(c), rows, c.parent.shape[1] - 1)  # [P, K] rank order
+    mask = sel.mask.copy()
+    mask[rows] = False
+    _mark(mask, rows, cols, (cap[rows] - 1).astype(np.int64))
+    return _result(c, mask, sel.target)
 
 
 def top_yield(c: CandidateBatch, k: int) -> np.ndarray:

@@ -15,11 +15,18 @@ SLO_EPS = 1e-9
 
 @dataclass(frozen=True, slots=True)
 class SLO:
-    """A TPOT service-level objective in seconds; ``tpot_s=None`` means best effort."""
+    """A TPOT service-level objective in seconds; ``tpot_s=None`` means best effort.
+
+    ``relative``: the SLO was stated as a multiple of the baseline latency (a class such as
+    ``x1.2``) rather than in milliseconds. The AdaServe authors' scheduler serves only such
+    requests in its SLO phase (scheduler/authors.py), so the distinction is kept."""
 
     tpot_s: float | None = None
+    relative: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.relative, bool):
+            raise ValueError(f"SLO.relative must be a bool, got {self.relative!r}")
         if self.tpot_s is None:
             return
         if isinstance(self.tpot_s, bool) or not isinstance(self.tpot_s, (int, float)):
@@ -28,12 +35,12 @@ class SLO:
             raise ValueError(f"TPOT SLO must be finite and > 0 seconds, got {self.tpot_s!r}")
 
     @classmethod
-    def from_ms(cls, tpot_ms: float | None) -> SLO:
+    def from_ms(cls, tpot_ms: float | None, relative: bool = False) -> SLO:
         if tpot_ms is None:
             return cls(None)
         if isinstance(tpot_ms, bool) or not isinstance(tpot_ms, (int, float)):
             raise ValueError(f"TPOT SLO must be a number of milliseconds, got {tpot_ms!r}")
-        return cls(float(tpot_ms) / 1e3)
+        return cls(float(tpot_ms) / 1e3, relative)
 
     @property
     def best_effort(self) -> bool:
@@ -87,14 +94,18 @@ class BatchView:
     # [n] int64, R: output tokens still to come at most (max_tokens - generated). None: the
     # horizon is unknown (an engine that does not fill it in); policies then never triage.
     remaining_tokens: np.ndarray | None = None
+    # [n] bool, SLO.relative per request. None: unknown, every SLO counts as relative (an
+    # engine that does not fill it in loses nothing: all its requests reach the SLO phase)
+    slo_relative: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.request_ids)
         for name in ("tpot_slo_s", "decode_latency_s", "decoded_tokens", "context_tokens"):
             if np.shape(getattr(self, name)) != (n,):
                 raise ValueError(f"BatchView.{name} must have shape ({n},)")
-        if self.remaining_tokens is not None and np.shape(self.remaining_tokens) != (n,):
-            raise ValueError(f"BatchView.remaining_tokens must be None or have shape ({n},)")
+        for name in ("remaining_tokens", "slo_relative"):
+            if getattr(self, name) is not None and np.shape(getattr(self, name)) != (n,):
+                raise ValueError(f"BatchView.{name} must be None or have shape ({n},)")
 
     @classmethod
     def from_progress(cls, requests: Sequence[RequestProgress]) -> BatchView:
@@ -110,6 +121,7 @@ class BatchView:
             context_tokens=np.array([r.context_tokens for r in requests], np.int64),
             remaining_tokens=(np.array([r.remaining_tokens for r in requests], np.int64)
                               if known else None),
+            slo_relative=np.array([r.slo.relative for r in requests], bool),
         )
 
     @property

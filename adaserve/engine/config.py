@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adaserve.engine.weights import DEFAULT_DRAFT, DEFAULT_MODEL
-from adaserve.scheduler import POLICIES
+from adaserve.scheduler import POLICIES, AdaServeRules
 
 
 PREFILL_MODES = ("chunked", "first")
@@ -39,6 +39,15 @@ class EngineConfig:
     budget: int | None = None  # B; None: from the profile, else DEFAULT_BUDGET
     max_depth: int = 8  # D_max (seed 002 Eq. 8)
     max_width: int = 16  # W_max (Eq. 9)
+    min_depth: int = 1  # D_min (the EuroSys Eq. 8, the AdaServe artifact's --min-tree-depth)
+    draft_budget: int | None = None  # B2 (EuroSys Eq. 9): draft tokens per step; None: B
+    rules: AdaServeRules = field(default_factory=AdaServeRules)  # scheduler/authors.py
+    # Drop a request once it is more than this many of its SLO's tokens behind (its decode
+    # latency > SLO x (decoded tokens + slack)): it ends with finish_reason "abort", not
+    # attained. The AdaServe authors' --slo-attainment-early-termination (slack 6,
+    # request_manager.cc update_llm_verify_results); their artifact does not pass it.
+    # None (the default): never drop.
+    slo_drop_slack: int | None = None
     cost_aware_depth: bool = True  # cut Eq. 8's depth where the draft's cost outweighs it
     kv_cache_mb: int = 1024  # target + draft KV pools together, allocated at start-up
     max_batch: int = 32  # running requests (KV slots) at most
@@ -66,7 +75,7 @@ class EngineConfig:
         if self.policy != "incremental" and self.draft is None:
             raise ValueError(f"policy {self.policy!r} speculates and needs a draft model "
                              "(draft='target', 'layers:N' or a model directory)")
-        ints = {"max_depth": 1, "max_width": 1, "kv_cache_mb": 1, "max_batch": 1,
+        ints = {"max_depth": 1, "max_width": 1, "min_depth": 1, "kv_cache_mb": 1, "max_batch": 1,
                 "max_context": 2, "prefill_chunk": 1, "max_waiting": 0}
         for name, low in ints.items():
             v = getattr(self, name)
@@ -75,8 +84,10 @@ class EngineConfig:
         if self.prefill_mode not in PREFILL_MODES:
             raise ValueError(f"prefill_mode must be one of {', '.join(PREFILL_MODES)}, "
                              f"got {self.prefill_mode!r}")
-        if self.budget is not None and (not isinstance(self.budget, int) or self.budget < 1):
-            raise ValueError(f"budget must be None or an integer >= 1, got {self.budget!r}")
+        for name in ("budget", "draft_budget", "slo_drop_slack"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name} must be None or an integer >= 1, got {v!r}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be auto, cpu or cuda[:i], got {self.device!r}")
         if self.draft is not None and self.draft.startswith("layers:"):

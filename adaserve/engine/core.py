@@ -57,7 +57,10 @@ class EngineCore:
 
     def __init__(self, cfg: EngineConfig, models: Models | None = None,
                  profile: Profile | None = None, *, executor: Executor | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 latency: CalibratedLatency | None = None) -> None:
+        """``latency``: the policy's iteration-latency predictor (default: the profile's
+        models, rescaled by every measured iteration)."""
         if (models is None) == (executor is None):
             raise ValueError("give EngineCore exactly one of models and executor")
         self.cfg, self.models, self.profile, self.clock = cfg, models, profile, clock
@@ -65,10 +68,12 @@ class EngineCore:
         budget = cfg.budget or (profile.budget if profile and profile.budget_trusted
                                 else DEFAULT_BUDGET)
         sched = SchedulerConfig(budget=budget, max_depth=cfg.max_depth, max_width=cfg.max_width,
+                                min_depth=cfg.min_depth, draft_budget=cfg.draft_budget,
+                                rules=cfg.rules,
                                 cost_aware_depth=cfg.cost_aware_depth)
         self.max_tree = max_tree_nodes(sched)
         # t_spec: the profile's latency model, rescaled by every measured iteration
-        self.latency = CalibratedLatency(
+        self.latency = latency or CalibratedLatency(
             None if profile is None else IterationLatency(profile.target, profile.draft_model))
         self.policy = make_policy(cfg.policy, sched, self.latency)
         # A draft the policy can never ask for (B = 1: a root fills the budget) stays idle:
@@ -192,6 +197,9 @@ class EngineCore:
         for r, new in zip(reqs, res.new_tokens):
             r.steps += 1
             out = self._emit(r, new, now)
+            if not out.finished and self._past_slo(r, now):
+                out = self._finish(r, "abort", out.token_ids, out.text,
+                                   error="dropped: too far past its TPOT SLO")
             emitted += len(out.token_ids)
             if out.finished:
                 done.append(r)
@@ -218,7 +226,15 @@ class EngineCore:
         left = np.array([r.params.max_tokens - (len(r.tokens) - r.n_prompt) for r in reqs],
                         np.int64)
         return BatchView(tuple(r.id for r in reqs), slo.reshape(n), lat.reshape(n), dec, ctx,
-                         np.maximum(left, 0))
+                         np.maximum(left, 0), np.array([r.slo.relative for r in reqs], bool))
+
+    def _past_slo(self, r: Request, now: float) -> bool:
+        """The authors' early termination (EngineConfig.slo_drop_slack): decode latency
+        beyond SLO x (tokens decoded, the first included, + slack)."""
+        slack, slo = self.cfg.slo_drop_slack, r.slo.tpot_s
+        if slack is None or slo is None or r.t_first is None:
+            return False
+        return now - r.t_first > slo * (len(r.tokens) - r.n_prompt + slack)
 
     def _observe_calibration(self, cands: CandidateBatch, selected: np.ndarray,
                              accepted: list[np.ndarray]) -> None:

@@ -35,6 +35,7 @@ def build(args: argparse.Namespace) -> Built:
     policy = args.policy or ("adaserve" if names_a_draft(args.model, args.draft) else "incremental")
     cfg = EngineConfig(model=args.model, draft=args.draft, policy=policy, budget=args.budget,
                        max_depth=args.max_depth, max_width=args.max_width,
+                       min_depth=args.min_depth, draft_budget=args.draft_budget,
                        cost_aware_depth=not args.eq8_depth, kv_cache_mb=args.kv_cache_mb,
                        max_batch=args.max_batch, max_context=args.max_context,
                        max_waiting=args.max_waiting, prefill_mode=args.prefill_mode,

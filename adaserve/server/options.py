@@ -17,6 +17,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "<= 1.15x a one-token forward)")
     p.add_argument("--max-depth", type=int, default=8, help="D_max of Eq. 8")
     p.add_argument("--max-width", type=int, default=16, help="W_max of Eq. 9")
+    p.add_argument("--min-depth", type=int, default=1, help="D_min of Eq. 8 (default 1)")
+    p.add_argument("--draft-budget", type=int, default=None,
+                   help="B2 of Eq. 9: draft tokens one draft step may decode (default: B)")
     p.add_argument("--eq8-depth", action="store_true",
                    help="Eq. 8's depth as published (no cut for the draft's cost)")
     p.add_argument("--prefill-mode", default="chunked", choices=("chunked", "first"),

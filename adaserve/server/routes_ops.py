@@ -36,7 +36,8 @@ async def server_info(srv: ServerDep) -> dict:
     return {
         "version": __version__, "model": settings.model_name, "draft": cfg.draft,
         "policy": cfg.policy, "budget": pol.budget, "max_depth": pol.max_depth,
-        "max_width": pol.max_width, "cost_aware_depth": pol.cost_aware_depth,
+        "max_width": pol.max_width, "min_depth": pol.min_depth,
+        "draft_budget": pol.spec_budget, "cost_aware_depth": pol.cost_aware_depth,
         "device": engine.models.device, "max_context": cfg.max_context,
         "max_batch": engine.core.n_slots, "max_waiting": cfg.max_waiting,
         "baseline_latency_ms": settings.baseline_ms,

@@ -31,8 +31,13 @@ class SLOClass:
     spec: str  # as configured, e.g. "x2.4" or "30ms"
 
     @property
+    def relative(self) -> bool:
+        """Stated as a multiple of the baseline latency (``x2.4``)."""
+        return self.spec[:1] in ("x", "X")
+
+    @property
     def slo(self) -> SLO:
-        return SLO.from_ms(self.tpot_ms)
+        return SLO.from_ms(self.tpot_ms, self.relative)
 
 
 def parse_classes(spec: str, baseline_ms: float | None,

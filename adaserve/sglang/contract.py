@@ -108,9 +108,11 @@ def refusal(path: str, body: object, headers: Mapping[str, str],
     served model's tokenizer and context limit, its lengths. None if nothing."""
     from adaserve.server.slo_classes import request_slo
     from adaserve.sglang.slo import configured_classes
+    from adaserve.sglang.tracestate import slo_headers
 
     classes, default = configured_classes()
     try:
+        headers = slo_headers(headers)  # a router's tracestate member, as its X-SLO-* header
         if path == "/generate":
             top, items = generate(body)
             slo = None if top.slo is None else top.slo.as_mapping()

@@ -1,5 +1,7 @@
 """The HTTP contract on SGLang's routes (``contract.py``), and the SLO each request carries
-to the scheduler: resolved once at the edge by the embedded server's rules, written into
+to the scheduler (body ``slo``, ``custom_params``, X-SLO-* headers or, behind a router,
+their ``tracestate`` member: tracestate.py): resolved once at the edge by the embedded
+server's rules, written into
 ``custom_params`` (which SGLang carries to ``req.sampling_params.custom_params`` in the
 scheduler unchanged). A refused request gets its 4xx before anything is queued.
 
@@ -21,15 +23,18 @@ from adaserve.server.slo_value import SLOError
 from adaserve.sglang import contract
 from adaserve.sglang.contract import ContractError
 from adaserve.sglang.slo import adaserve_selected, configured_classes
+from adaserve.sglang.tracestate import slo_headers
 
 
 def resolved(body_slo: Mapping | None, custom_params: Mapping | None,
              headers: Mapping[str, str], custom_at: str) -> dict:
     """custom_params with the request's SLO resolved into it (class and milliseconds; best
-    effort: no tpot_slo_ms). ContractError for bad input."""
+    effort: no tpot_slo_ms). The headers include the SLO a router carried on
+    ``tracestate`` (tracestate.py). ContractError for bad input."""
     classes, default = configured_classes()
     try:
-        label, slo = request_slo(body_slo, custom_params, headers, classes, default, custom_at)
+        label, slo = request_slo(body_slo, custom_params, slo_headers(headers), classes,
+                                 default, custom_at)
     except SLOError as e:
         raise ContractError.of(e) from None
     out = dict(custom_params or {})

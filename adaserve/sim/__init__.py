@@ -2,11 +2,12 @@
 a simulated executor, on virtual time from a hardware latency model and acceptance from an
 acceptance model. See docs/sim.md."""
 
-from adaserve.sim.acceptance import AcceptanceModel, SimTrees, load_acceptance, walk
+from adaserve.sim.acceptance import AcceptanceModel, SimTrees, walk
 from adaserve.sim.clock import VirtualClock
 from adaserve.sim.driver import SimSetup, build, simulate, write_run
 from adaserve.sim.executor import SimExecutor
 from adaserve.sim.hardware import HardwareModel, TableCost, available, linear_fit
+from adaserve.sim.models import load_acceptance
 from adaserve.sim.replay import Recording, ReplayAcceptance
 from adaserve.sim.synthetic import SyntheticAcceptance, SyntheticParams
 from adaserve.sim.workload import SimRequest, from_arrivals, paper_class, read_paper_trace

@@ -3,7 +3,7 @@
 One interface, several models (issue 17): *synthetic* (synthetic.py: per-request alignment,
 per-node draft probabilities, a miscalibration parameter) and *replay* (replay.py: the
 real draft's distributions and the target's tokens, recorded from the real pair by
-record.py). A model grows the trees the policy selects from and fixes, for every node,
+record.py); models.py loads either by name or file. A model grows the trees the policy selects from and fixes, for every node,
 the token the target emits after that node's path. Verification is then the walk every
 executor does (DESIGN.md step 6): from the root, descend into the selected child carrying
 the target's token.
@@ -11,7 +11,6 @@ the target's token.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,26 +74,3 @@ def walk(c: CandidateBatch, mask: np.ndarray, target_token: np.ndarray
     lens = length.tolist()
     return ([p[:k] for p, k in zip(path, lens)],
             [t[:k + 1] for t, k in zip(tokens.tolist(), lens)])
-
-
-def load_acceptance(name_or_path: str | Path) -> AcceptanceModel:
-    """A shipped acceptance model by name, a JSON file (synthetic), or a recording (.npz,
-    replay)."""
-    # these modules import this one
-    from adaserve.sim.replay import Recording, ReplayAcceptance
-    from adaserve.sim.synthetic import SyntheticAcceptance
-
-    path = Path(name_or_path)
-    if path.suffix == ".npz" and path.is_file():
-        return ReplayAcceptance(Recording.load(path))
-    if not path.is_file():
-        path = DATA / f"{name_or_path}.json"
-    if not path.is_file():
-        shipped = ", ".join(sorted(p.stem for p in DATA.glob("*.json")))
-        raise ValueError(f"no acceptance model {name_or_path!r}; shipped: {shipped}, "
-                         "or give a JSON file")
-    d = json.loads(path.read_text())
-    if d.get("kind") != "synthetic":
-        raise ValueError(f"{path}: a JSON acceptance model has kind 'synthetic' (replay "
-                         "models are .npz recordings)")
-    return SyntheticAcceptance.from_dict(d)

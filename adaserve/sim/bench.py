@@ -23,7 +23,8 @@ from adaserve.loadgen.records import summarize, summary_table
 from adaserve.loadgen.workload import PromptSpec
 from adaserve.server.options import add_args as add_serve_args
 from adaserve.server.slo_classes import parse_classes
-from adaserve.sim.acceptance import AcceptanceModel, load_acceptance
+from adaserve.sim.acceptance import AcceptanceModel
+from adaserve.sim.models import load_acceptance
 from adaserve.sim.replay import ReplayAcceptance
 from adaserve.sim.driver import SimSetup, write_run
 from adaserve.sim.hardware import HardwareModel
@@ -100,7 +101,9 @@ class SimServer:
                      "baseline_latency_ms": backend.baseline_ms,
                      "slo_classes": [{"name": k, "tpot_ms": v} for k, v in classes.items()],
                      **{f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)
-                        if f.name not in ("hardware", "acceptance", "policy", "budget")}}
+                        if f.name not in ("hardware", "acceptance", "policy", "budget",
+                                          "rules")},
+                     "rules": dataclasses.asdict(setup.rules)}
 
     def workload(self, point: Point, seed: int) -> list[SimRequest]:
         """What `adaserve loadgen` would send at this point and seed; a trace at the

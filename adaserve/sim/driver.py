@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from adaserve.engine.config import EngineConfig
@@ -16,7 +16,7 @@ from adaserve.engine.request import Output
 from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.systems import resolve_system
 from adaserve.loadgen.records import Record, summarize, write_jsonl
-from adaserve.scheduler import SLO
+from adaserve.scheduler import SLO, AdaServeRules, CalibratedLatency, IterationLatency
 from adaserve.sim.acceptance import AcceptanceModel
 from adaserve.sim.clock import VirtualClock
 from adaserve.sim.executor import SimExecutor
@@ -40,7 +40,15 @@ class SimSetup:
     prefill_chunk: int = 128
     max_depth: int = 8
     max_width: int = 16
+    min_depth: int = 1
+    draft_budget: int | None = None  # B2; None: B
     cost_aware_depth: bool = True
+    # the policy plans with a fixed draft price in ms plus the hardware's own verify cost,
+    # never rescaled (the AdaServe authors' --ssm-spec-latency-ms and verify table); None:
+    # what `adaserve profile` would fit on this hardware, kept calibrated as the engine does
+    planning_draft_ms: float | None = None
+    rules: AdaServeRules = field(default_factory=AdaServeRules)  # adaserve's decisions
+    slo_drop_slack: int | None = None  # EngineConfig.slo_drop_slack: None never drops
 
 
 def build(setup: SimSetup, max_context: int, max_waiting: int
@@ -54,7 +62,10 @@ def build(setup: SimSetup, max_context: int, max_waiting: int
     cfg = EngineConfig(model=hw.target_model, draft=draft, policy=system.policy,
                        prefill_mode=setup.prefill_mode or system.prefill_mode,
                        budget=setup.budget or hw.budget, max_depth=setup.max_depth,
-                       max_width=setup.max_width, cost_aware_depth=setup.cost_aware_depth,
+                       max_width=setup.max_width, min_depth=setup.min_depth,
+                       draft_budget=setup.draft_budget, rules=setup.rules,
+                       slo_drop_slack=setup.slo_drop_slack,
+                       cost_aware_depth=setup.cost_aware_depth,
                        max_batch=setup.max_batch, max_context=max_context,
                        prefill_chunk=setup.prefill_chunk, max_waiting=max_waiting)
     profile = Profile(model=hw.target_model, draft=hw.draft_model, budget=cfg.budget,
@@ -65,7 +76,10 @@ def build(setup: SimSetup, max_context: int, max_waiting: int
     clock = VirtualClock()
     executor = SimExecutor(hw, setup.acceptance, clock, n_slots=setup.max_batch,
                            with_draft=cfg.draft is not None)
-    core = EngineCore(cfg, profile=profile, executor=executor, clock=clock.now)
+    latency = None if setup.planning_draft_ms is None else CalibratedLatency(
+        IterationLatency(hw.target, None, setup.planning_draft_ms / 1e3), adapt=False)
+    core = EngineCore(cfg, profile=profile, executor=executor, clock=clock.now,
+                      latency=latency)
     # as the real engine does, a draft the policy can never ask for (B = 1) stays idle
     executor.with_draft = executor.with_draft and core.policy.may_draft
     return core, clock
@@ -108,7 +122,7 @@ def _add(core: EngineCore, r: SimRequest, records: dict[str, Record], seed: int)
     core.add(rid, list(r.prompt_ids) if r.prompt_ids is not None else [0] * r.prompt_tokens,
              SamplingParams(max_tokens=r.output_tokens, ignore_eos=True,
                             seed=(seed << 32) + r.index),
-             SLO.from_ms(r.slo_ms))
+             SLO.from_ms(r.slo_ms, r.slo_relative))
 
 
 def _update(rec: Record, out: Output, now: float) -> int:

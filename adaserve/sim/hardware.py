@@ -50,6 +50,16 @@ class TableCost:
                 and self.attention_ms_per_1k_context >= 0):
             raise ValueError("attention_ms_per_1k_context must be finite and >= 0")
 
+    def cheapest_segment_start(self) -> int:
+        """The token count where the table's marginal cost per token first reaches its
+        lowest: from there on a verified token costs the least it ever will. The paper
+        set-ups' verify budget B (docs/sim.md, the choice table): its EuroSys version takes
+        B from profiling, "an optimal budget that balances throughput and latency", and
+        states no value."""
+        t, m = np.asarray(self.tokens, float), np.asarray(self.ms, float)
+        slopes = np.diff(m) / np.diff(t)
+        return int(t[int(np.flatnonzero(np.isclose(slopes, slopes.min()))[0])])
+
     def predict(self, context_tokens: int, batch_tokens: int) -> float:
         t, m = self.tokens, self.ms
         x = float(batch_tokens)
@@ -93,6 +103,16 @@ class HardwareModel:
     # (Sarathi-Serve's fused batch: one weight read on a GPU); False: two forwards, as the
     # embedded engine runs them (prefill, then verify)
     fuses_prefill: bool = False
+    # vLLM's engine (the baselines' -vllm models): a decode or verify forward runs as a
+    # captured CUDA graph only up to `graph_max_batch` sequences, beyond that eagerly,
+    # `eager_ms` slower (kernel launches). None: not modelled. (Prefill forwards are priced
+    # by the table alone: it was measured on FlexFlow's forwards, graphs or not.)
+    graph_max_batch: int | None = None
+    eager_ms: float = 0.0
+    # vLLM 0.8's speculative scorer with CUDA graphs on (its MQA scorer needs eager mode):
+    # batch expansion, one decode sequence per verified position of each request, so the
+    # forward decodes sum(selected) sequences and reads each request's KV once per position
+    expands_batch: bool = False
     notes: tuple[str, ...] = field(default=())
 
     def batch_tokens(self, per_request: Sequence[int]) -> int:
@@ -119,21 +139,37 @@ class HardwareModel:
 
     def verify_s(self, context_tokens: int, selected: Sequence[int]) -> float:
         """The target forward over each request's selected tokens, and the host overhead."""
-        return (self.target.predict(context_tokens, self.batch_tokens(selected))
-                + self.iteration_overhead_ms / 1e3)
+        return (self.target.predict(self._read_context(context_tokens, selected),
+                                    self.batch_tokens(selected))
+                + (self._eager_s(selected) + self.iteration_overhead_ms) / 1e3)
+
+    def _read_context(self, context_tokens: int, selected: Sequence[int]) -> float:
+        """Cached tokens the forward reads: each request's once, or once per verified
+        position with batch expansion (the batch's mean positions per request)."""
+        if not self.expands_batch or not selected:
+            return context_tokens
+        return context_tokens * sum(selected) / len(selected)
+
+    def _eager_s(self, selected: Sequence[int]) -> float:
+        """ms a decode forward loses to running eagerly (graph_max_batch), 0 when captured."""
+        if self.graph_max_batch is None:
+            return 0.0
+        sequences = sum(selected) if self.expands_batch else len(selected)
+        return self.eager_ms if sequences > self.graph_max_batch else 0.0
 
     def fused_verify_s(self, context_tokens: int, selected: Sequence[int],
                        prefill_context: int, chunk_tokens: Sequence[int]) -> float:
         """``verify_s`` when the verify forward carries the iteration's prefill chunk too
         (``fuses_prefill``): one target forward over the chunks and the selected tokens,
         less the target's prefill forward that ``prefill_s`` has charged already."""
-        fused = self.target.predict(prefill_context + context_tokens,
+        fused = self.target.predict(prefill_context + self._read_context(context_tokens, selected),
                                     self.batch_tokens([*chunk_tokens, *selected]))
         alone = self.target.predict(prefill_context, self.batch_tokens(chunk_tokens))
         # a measured table need not grow with tokens (Vidur's all-reduce steps: 39.3 ms at
         # 16 tokens, 33.1 at 32 on llama3-70b TP4), so the fused forward can price below the
         # prefill alone; the verify tokens then ride along for free, never back in time
-        return max(fused - alone, 0.0) + self.iteration_overhead_ms / 1e3
+        return max(fused - alone, 0.0) + (self._eager_s(selected)
+                                          + self.iteration_overhead_ms) / 1e3
 
     @classmethod
     def from_dict(cls, d: dict) -> HardwareModel:
@@ -147,6 +183,10 @@ class HardwareModel:
                        iteration_overhead_ms=float(d.get("iteration_overhead_ms", 0.0)),
                        pads_rows=bool(d.get("pads_rows", False)),
                        fuses_prefill=bool(d.get("fuses_prefill", False)),
+                       graph_max_batch=(None if d.get("graph_max_batch") is None
+                                        else int(d["graph_max_batch"])),
+                       eager_ms=float(d.get("eager_ms", 0.0)),
+                       expands_batch=bool(d.get("expands_batch", False)),
                        notes=tuple(d.get("notes", ())))
         except KeyError as e:
             raise ValueError(f"hardware model {d.get('name', '?')} lacks the field {e}") from None

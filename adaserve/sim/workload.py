@@ -26,6 +26,7 @@ class SimRequest:
     prompt_tokens: int
     output_tokens: int
     prompt_ids: tuple[int, ...] | None = None  # the real prompt (replay needs it), else zeros
+    slo_relative: bool = False  # the SLO is a multiple of the baseline latency (SLO.relative)
 
     def __post_init__(self) -> None:
         if self.prompt_ids is not None and len(self.prompt_ids) != self.prompt_tokens:
@@ -45,31 +46,57 @@ def read_paper_trace(path: Path | str, baseline_ms: float, limit: int | None = N
     for i, row in enumerate(read_rows(path, limit)):
         try:
             out.append(SimRequest(i, row.t, row.slo_class, row.slo_ms(baseline_ms),
-                                  row.input_length, row.output_length))
+                                  row.input_length, row.output_length,
+                                  slo_relative=row.slo_ratio > 0))
         except ValueError as e:
             raise ValueError(f"{path}, row {i + 2}: {e}") from None
     return out
 
 
 def from_arrivals(arrivals: Sequence[Arrival], slo_ms: Mapping[str, float | None],
-                  prompt_tokens: Callable[[PromptSpec], int]) -> list[SimRequest]:
+                  prompt_tokens: Callable[[PromptSpec], int],
+                  relative: frozenset[str] = frozenset()) -> list[SimRequest]:
     """The load generator's schedule (Poisson, gamma, Azure trace), with each class's TPOT
-    SLO and the prompt lengths as the target's tokenizer counts them."""
+    SLO and the prompt lengths as the target's tokenizer counts them; ``relative`` names
+    the classes stated as multiples of the baseline latency."""
     missing = sorted({a.slo_class for a in arrivals} - set(slo_ms))
     if missing:
         raise ValueError(f"no TPOT SLO given for the classes {missing}")
     return [SimRequest(a.index, a.t, a.slo_class, slo_ms[a.slo_class], prompt_tokens(a.prompt),
-                       a.max_tokens) for a in arrivals]
+                       a.max_tokens, slo_relative=a.slo_class in relative) for a in arrivals]
 
 
 def fixed_lengths(times: np.ndarray, mix: ClassMix, slo_ms: Mapping[str, float | None],
                   prompt_tokens: int, output_tokens: int, seed: int = 0,
-                  mix_draw: str = "exact") -> list[SimRequest]:
+                  mix_draw: str = "exact",
+                  relative: frozenset[str] = frozenset()) -> list[SimRequest]:
     """Requests at ``times``, classes assigned as the load generator assigns them (the same
     seed and mix give the same classes), every prompt and output of the given lengths."""
     one = PromptSpec("synthetic", (), output_tokens)
     return from_arrivals(schedule(times, mix, [one], seed, mix_draw=mix_draw), slo_ms,
-                         lambda _: prompt_tokens)
+                         lambda _: prompt_tokens, relative)
+
+
+def stop_at_eos(requests: Sequence[SimRequest], hazard: float, seed: int = 0
+                ) -> list[SimRequest]:
+    """The requests with outputs that end at the model's EOS: each output token is the last
+    with probability ``hazard``, so a request's length is min(its cap, G), G geometric.
+    A trace's output_length is the cap its server was given (the AdaServe artifact's
+    --max-output-length); a real model stops earlier. The lengths are keyed on ``seed`` and
+    the request's index: every system run on these requests serves the same lengths."""
+    if not (math.isfinite(hazard) and 0 <= hazard < 1):
+        raise ValueError(f"the EOS hazard must be in [0, 1), got {hazard!r}")
+    if hazard == 0 or not requests:
+        return list(requests)
+    n = max(r.index for r in requests) + 1
+    g = np.random.default_rng([seed, 0xE05]).geometric(hazard, n)  # [n] by request index
+    return [dataclasses.replace(r, output_tokens=int(min(r.output_tokens, g[r.index])))
+            for r in requests]
+
+
+def eos_mean(hazard: float, cap: int) -> float:
+    """Mean output length at ``cap`` under ``stop_at_eos``: E[min(G, cap)]."""
+    return cap if hazard == 0 else (1 - (1 - hazard) ** cap) / hazard
 
 
 def mean_rate(requests: Sequence[SimRequest]) -> float:

@@ -59,6 +59,6 @@ def test_simulate_help_shows_defaults_and_examples(capsys):
         build_parser().parse_args(["simulate", "--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    assert "examples:\n  adaserve simulate --trace " in text
+    assert "examples:\n  adaserve simulate --setup paper-llama3.1-70b --trace " in text
     flat = " ".join(text.split())
-    assert "(default: llama3.1-70b-a100-tp4)" in flat and "--mix-exact" in text
+    assert "else llama3.1-70b-a100-tp4)" in flat and "--mix-exact" in text

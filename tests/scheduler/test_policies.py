@@ -73,7 +73,8 @@ def test_config_rejects_bad_values(kwargs):
 
 
 def test_registry_and_unknown_name():
-    assert set(POLICIES) == {"adaserve", "adaserve-triage", "adaserve-calibrated",
+    assert set(POLICIES) == {"adaserve", "adaserve-text", "adaserve-triage", "adaserve-paced",
+                             "adaserve-calibrated",
                              "global-greedy", "equal-greedy", "specinfer", "turbospec",
                              "incremental", "chain-4", "chain-6", "chain-8"}
     with pytest.raises(ValueError, match="adaserve"):
@@ -127,10 +128,13 @@ def test_specinfer_plan_ignores_budget():
     assert sel.tokens == 8 * 21  # far over the budget: what "no budget awareness" costs
 
 
-def test_budgeted_plan_adapts_to_load_and_stops_when_roots_fill_budget():
-    policy = make_policy("adaserve", SchedulerConfig(budget=16))
+@pytest.mark.parametrize("name, at_8", [("adaserve-text", (2, 2)), ("adaserve", (1, 2))])
+def test_budgeted_plan_adapts_to_load_and_stops_when_roots_fill_budget(name, at_8):
+    # seed 002's Eq. 8: d = ceil(B/n) = 2 at n = 8; the authors' (EuroSys) Eq. 8:
+    # floor(B/n) - 1 = 1. Both: w = floor(B/n) = 2, and B = 16 caps d at D_max = 8 at n = 1.
+    policy = make_policy(name, SchedulerConfig(budget=16))
     assert (policy.plan(_batch(1)).depth, policy.plan(_batch(1)).width) == (8, 16)
-    assert (policy.plan(_batch(8)).depth, policy.plan(_batch(8)).width) == (2, 2)
+    assert (policy.plan(_batch(8)).depth, policy.plan(_batch(8)).width) == at_8
     assert policy.plan(_batch(16)).depth == 0
     assert policy.plan(_batch(0)).depth == 0
 
@@ -171,9 +175,10 @@ def test_free_draft_or_cost_blind_config_keeps_eq8_depth():
 
 def test_adaserve_gives_budget_to_the_request_behind_its_slo():
     policy = make_policy("adaserve", SchedulerConfig(budget=8, slo_max_tokens=8))
-    # r0 is 3 tokens behind a 20 ms SLO; r1 is best effort
+    # r0 is 7 tokens behind a 20 ms SLO (15 due after 0.3 s, 8 decoded with the prefill's
+    # token): its need is capped at d + 1; r1 is best effort
     batch = BatchView.from_progress([
-        RequestProgress("behind", SLO.from_ms(20), 0.2, 7, 50),
+        RequestProgress("behind", SLO.from_ms(20), 0.3, 7, 50),
         RequestProgress("relaxed", SLO(None), 0.2, 7, 50),
     ])
     plan = policy.plan(batch)

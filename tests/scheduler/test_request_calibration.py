@@ -87,26 +87,27 @@ def _batch(relaxed=False):
 
 
 def test_calibrated_policy_gives_an_over_promising_request_more_nodes():
-    config = SchedulerConfig(budget=11, slo_max_tokens=7)
+    config = SchedulerConfig(budget=11)
     ada, cal = make_policy("adaserve", config), make_policy("adaserve-calibrated", config)
     batch, plan = _batch(relaxed=True), SpecPlan(depth=6, width=1)
     # r2 (best effort) wins whatever the throughput phase hands out
     cands = CandidateBatch.from_trees([_chain(*[0.8] * 6), _chain(*[0.8] * 6),
                                        _chain(*[0.99] * 6)])
-    # A = 0.3 / 0.04 - 5 = 2.5 for r0, r1: 1 + 0.8 + 0.64 + 0.512 covers it, 3 nodes each;
-    # no feedback yet, the same selection as adaserve
+    # need = 0.3 / 0.04 - (5 + 1) = 1.5 for r0, r1 (no latency model: t = 0): 1 + 0.8
+    # covers it, one node each; the other 6 spare go to r2's 0.99 chain. No feedback yet:
+    # the same selection as adaserve
     first = cal.select(batch, plan, cands)
     np.testing.assert_array_equal(first.mask, ada.select(batch, plan, cands).mask)
-    assert first.counts.tolist() == [4, 4, 3]
+    assert first.counts.tolist() == [2, 2, 7]
     # r0's drafts deliver a third of what they promise, r1's all of it
     for _ in range(30):
         sel = cal.select(batch, plan, cands)
         predicted = sel.expected_accepted - 1
         cal.observe(batch.request_ids, sel, predicted * [1 / 3, 1.0, 1.0])
     assert cal.calibration.ratio("r0") < 0.6 < 0.9 < cal.calibration.ratio("r1")
-    # r0 now needs its whole chain (n_max - 1 = 6 nodes) to expect 2.5 tokens; served
-    # first (equal A, batch order), it leaves r1 2 of the 8 spare and r2 nothing
-    assert cal.select(batch, plan, cands).counts.tolist() == [7, 3, 1]
+    # r0 now counts its nodes at ~0.4 f: 1 + 0.4 x 0.8 < 1.5 <= 1 + 0.4 x (0.8 + 0.64), so
+    # it takes two, and r2's chain one fewer
+    assert cal.select(batch, plan, cands).counts.tolist() == [3, 2, 6]
     cal.forget("r0")
     assert "r0" not in cal.calibration._per_request
 

@@ -99,12 +99,12 @@ def test_batch_view_remaining_tokens_is_optional_and_checked():
 
 
 def _policy(name):
-    return make_policy(name, SchedulerConfig(budget=8, slo_max_tokens=5))
+    return make_policy(name, SchedulerConfig(budget=8))
 
 
 def _two_behind(remaining=True):
-    # "lost": 2 s behind a 50 ms SLO with 4 tokens to go (most behind, so served first);
-    # "savable": 0.55 s for 8 tokens, A = 3.6 tokens behind, 200 tokens to go
+    # "lost": 2 s behind a 50 ms SLO with 4 tokens to go; "savable": 0.55 s for 8 tokens
+    # after the first, 200 tokens to go
     return _view([(50, 2.0, 8, 4), (50, 0.55, 8, 200)], remaining)
 
 
@@ -114,14 +114,16 @@ def test_triage_gives_the_budget_to_the_request_that_can_still_attain():
     cands = CandidateBatch.from_trees([_chain(*[0.9] * 6), _chain(*[0.9] * 6)])
     ada = _policy("adaserve").select(batch, plan, cands)
     tri = _policy("adaserve-triage").select(batch, plan, cands)
-    # adaserve: the lost request takes n_max = 5 tokens, 3 are left for the savable one
-    assert ada.counts.tolist() == [5, 3]
-    assert not ada.slo_met[1]  # 1 + 0.9 + 0.81 < 3.6
-    # triage: the lost request is best effort in the SLO phase; the savable one gets its
-    # n_max and the lost one the throughput phase's leftover
-    assert tri.counts.tolist() == [3, 5]
-    assert tri.slo_met[1]  # 1 + 0.9 + ... + 0.9^4 = 4.1 >= 3.6
-    assert tri.target[0] == 1.0 and tri.target[1] == ada.target[1]
+    # need = (0.03 * 1.05 + l) / 0.05 - (o + 1): lost 40.6 - 9 -> capped at d + 1 = 7,
+    # savable 11.63 - 9 = 2.63; n_max = int(1.2 * 8 / 2) = 4 nodes; 6 to spare.
+    # adaserve, ascending need: savable takes 2 (1 + 0.9 + 0.81 >= 2.63), lost the other 4
+    np.testing.assert_allclose(ada.target, [7.0, 2.63])
+    assert ada.counts.tolist() == [5, 3] and not ada.slo_met[0] and ada.slo_met[1]
+    # triage: the lost request's best final TPOT is (2.0 + 1 x 0.03) / 12 = 169 ms > 50 ms,
+    # so it leaves the SLO phase; savable keeps its 2, and the throughput phase hands the
+    # other 4 to the best f: lost's 0.9, 0.81, 0.729 and savable's 0.729 (depth tie: row 0)
+    assert tri.target.tolist() == [1.0, pytest.approx(2.63)]
+    assert tri.counts.tolist() == [4, 4]
     assert tri.tokens == ada.tokens == 8
 
 

@@ -41,3 +41,38 @@ def test_grafana_queries_only_exported_metrics(live):
 def test_prometheus_scrapes_the_metrics_path():
     text = (DEPLOY / "prometheus.yml").read_text()
     assert "metrics_path: /metrics" in text and "127.0.0.1:8000" in text
+
+
+def _queried(dashboard: str) -> tuple[set[str], list[str]]:
+    dash = json.loads((DEPLOY / "grafana" / dashboard).read_text())
+    exprs = [t["expr"] for panel in dash["panels"] for t in panel["targets"]]
+    return {n for e in exprs for n in re.findall(r"\badaserve_\w+", e)}, exprs
+
+
+def test_fleet_dashboard_queries_only_exported_metrics(live):
+    """The fleet dashboard (issue 28) reads the per-class series every replica exports,
+    summed over replicas for the fleet and split by `instance` per replica."""
+    with live.client() as c:
+        c.post("/v1/completions", json={"prompt": "metrics", "max_tokens": 2})
+        families = _exported(c.get("/metrics").text)
+    names = families | {f + s for f in families for s in ("_total", "_bucket", "_sum", "_count")}
+    used, exprs = _queried("adaserve-fleet.json")
+    assert used and used <= names, used - names
+    assert any("by (slo_class)" in e and "adaserve_requests_total" in e for e in exprs)
+    assert any("by (instance, slo_class)" in e and "adaserve_requests_total" in e for e in exprs)
+
+
+def test_fleet_prometheus_scrapes_fleet_cpu_defaults():
+    """deploy/prometheus-fleet.yml's targets are where `adaserve sglang fleet-cpu` puts the
+    replicas and the router's metrics by default."""
+    import argparse
+
+    from adaserve.sglang.cpu.fleet import add_args, replica_ports
+
+    p = argparse.ArgumentParser()
+    add_args(p)
+    args = p.parse_args([])
+    text = (DEPLOY / "prometheus-fleet.yml").read_text()
+    for port in replica_ports(args):
+        assert f"127.0.0.1:{port}" in text
+    assert f"127.0.0.1:{args.router_metrics_port}" in text and "metrics_path: /metrics" in text

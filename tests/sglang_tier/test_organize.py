@@ -18,9 +18,7 @@ from adaserve.scheduler import (
     SchedulerConfig,
     SpecPlan,
     make_policy,
-    select_slo_customized,
 )
-from adaserve.scheduler.slo import capped_requirement
 from adaserve.sglang.select import organize
 
 
@@ -85,11 +83,9 @@ def test_keep_mask_is_the_schedulers_selection(seed):
     assert torch.equal(got.top_scores_index, tsi)
     assert torch.equal(got.draft_tokens, dt)
     assert torch.equal(got.parent_list, pl)
-    # the keep-mask is Algorithm 2 on the same trees, SLOs and budget
+    # the keep-mask is the policy's own selection on the same trees, SLOs and budget
     cand = reference_candidates(score_list, token_list, parents_list, tsi, roots)
-    req = batch.requirements(plan.t_spec_s)
-    want = select_slo_customized(cand, budget, req, capped_requirement(req, plan.depth),
-                                 policy.config.slo_cap(bs))
+    want = policy.select(batch, plan, cand)
     assert got.keep.dtype == torch.bool and got.keep.shape == (bs, n_draft)
     np.testing.assert_array_equal(got.keep.numpy(), want.mask)
     assert bool(got.keep[:, 0].all())

@@ -85,6 +85,9 @@ def test_an_iteration_selects_per_request_and_unlinks_the_rest(worker, monkeypat
     selected are unlinked inside SGLang's [bs, N] layout."""
     seen = []
     monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_draft(seen), raising=False)
+    # the plan's draft shape needs SGLang's draft runner, absent here (test_shapes.py covers
+    # it): the compiled shape runs, as on a server whose plan keeps it
+    monkeypatch.setattr(worker, "_shapes", False)
     reqs = [_req("u", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 30, 9),
             _req("r", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 12, 1),
             _req("n", None, 5, 0)]  # no SLO in custom_params: the default class

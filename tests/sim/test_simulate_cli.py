@@ -29,7 +29,9 @@ def test_options_parse():
     args = build_parser().parse_args(["simulate", "--trace", "t.csv", "--policies", "a,b",
                                       "--seeds", "0,3", "--budget", "64", "--quiet"])
     assert (args.policies, args.seeds, args.budget, args.quiet) == ("a,b", "0,3", 64, True)
-    assert args.hardware == "llama3.1-70b-a100-tp4" and args.rate is None
+    # models and engine flags not given stay None: a --setup or the defaults fill them
+    assert args.hardware is None and args.setup is None and args.rate is None
+    assert args.max_batch is None and args.eos_hazard is None
     assert args.mix_draw == "exact" and args.arrival == "poisson"
 
 
@@ -147,7 +149,8 @@ def test_tree_caps_and_eq8_depth_reach_the_engine(tmp_path, trace):
                  "llama3.1-70b-a100-tp4-draft", "--acceptance", "synthetic-llama3.1-70b-1b",
                  "--policies", "adaserve", "--out", str(out), "--quiet", *flags]) == 0
     summary = json.loads((out / "adaserve" / "summary.json").read_text())
-    assert (summary["max_depth"], summary["max_width"], summary["eq8_depth"]) == (2, 1, True)
+    assert (summary["max_depth"], summary["max_width"], summary["cost_aware_depth"]) == (
+        2, 1, False)
     hw = HardwareModel.load("llama3.1-70b-a100-tp4-draft")
     lib = run(SimSetup(hw, load_acceptance("synthetic-llama3.1-70b-1b"), max_batch=4,
                        prefill_chunk=512, max_depth=2, max_width=1, cost_aware_depth=False),
@@ -159,3 +162,33 @@ def test_tree_caps_and_eq8_depth_reach_the_engine(tmp_path, trace):
                         prefill_chunk=512, cost_aware_depth=False),
                read_paper_trace(trace, hw.baseline_latency_ms))
     assert [r.last_token_s for r in wide.records] != [r.last_token_s for r in lib.records]
+
+
+def test_a_named_setup_runs_each_system_on_its_own_engine_and_outputs(tmp_path, trace):
+    """`--setup` is the figure pages' library run: each system its deployment's settings and
+    hardware, the outputs cut at EOS by the set-up's hazard; a flag beside it wins."""
+    from adaserve.sim.hardware import HardwareModel
+    from adaserve.sim.run import run
+    from adaserve.sim.setups import Deployment
+    from adaserve.sim.workload import stop_at_eos
+
+    out = tmp_path / "out"
+    assert main(["simulate", "--setup", "paper-llama3.1-70b", "--trace", str(trace),
+                 "--policies", "adaserve,vllm", "--out", str(out), "--quiet"]) == 0
+    deploy = Deployment.load("paper-llama3.1-70b")
+    base = HardwareModel.load(deploy.hardware).baseline_latency_ms
+    reqs = stop_at_eos(read_paper_trace(trace, base), deploy.eos_hazard, 0)
+    for system in ("adaserve", "vllm"):
+        lib = run(deploy.setup(system), reqs)
+        cli = read_jsonl(out / system / "records.jsonl")
+        assert [r.last_token_s for r in cli] == [r.last_token_s for r in lib.records]
+        assert [r.output_tokens for r in cli] == [r.output_tokens for r in reqs]
+        summary = json.loads((out / system / "summary.json").read_text())
+        assert summary["setup"] == "paper-llama3.1-70b"
+        assert summary["hardware"] == deploy.hardware_of(system)
+    assert json.loads((out / "adaserve" / "summary.json").read_text())["budget"] == 256
+    assert main(["simulate", "--setup", "paper-llama3.1-70b", "--trace", str(trace),
+                 "--policies", "adaserve", "--budget", "128", "--out", str(out / "b"),
+                 "--quiet"]) == 0
+    assert json.loads((out / "b" / "adaserve" / "summary.json").read_text())["budget"] == 128
+    assert main(["simulate", "--setup", "nope", "--trace", str(trace)]) == 2

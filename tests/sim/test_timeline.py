@@ -11,7 +11,7 @@ from sim_models import ChainAcceptance, linear_hardware
 def _run(reqs, hardware=None, accept=2):
     setup = SimSetup(hardware or linear_hardware(), ChainAcceptance(accept=accept),
                      policy="global-greedy", budget=4, max_depth=3, max_width=1,
-                     cost_aware_depth=False)
+                     min_depth=2, cost_aware_depth=False)
     core, clock = build(setup, max_context=64, max_waiting=16)
     return simulate(core, clock, reqs), core, clock
 
@@ -20,11 +20,12 @@ def test_hand_computed_timeline():
     a = SimRequest(0, 0.0, "urgent", 100.0, prompt_tokens=5, output_tokens=7)
     b = SimRequest(1, 0.040, "relaxed", 500.0, prompt_tokens=3, output_tokens=3)
     (ra, rb), core, clock = _run([a, b])
+    # Eq. 8 (EuroSys): d = clip(D_max 3, D_min 2, floor(B/n) - 1); w = 1.
     # iteration 1, t = 0: prefill A's 4 tokens (target 10 + 4 ms, draft 2 ms) = 16 ms; A alone
-    # decodes: d = min(3, B/n = 4) = 3, w = 1: 3 draft steps (6 ms), verify 4 tokens (14 ms);
+    # decodes: d = min(3, 4 - 1) = 3, w = 1: 3 draft steps (6 ms), verify 4 tokens (14 ms);
     # 2 accepted + the bonus: 3 tokens at 36 ms
     # iteration 2: 6 + 14 ms -> 3 more at 56 ms (B arrived at 40 ms, waits for the next one)
-    # iteration 3, t = 56: prefill B's 2 tokens (14 ms); n = 2: d = 2, w = 1, 2 draft steps
+    # iteration 3, t = 56: prefill B's 2 tokens (14 ms); n = 2: d = max(2, 2 - 1) = 2, 2 draft steps
     # (4 ms); B = 4 verifies the 2 roots and the 2 depth-1 nodes (f 0.9 beats 0.81): 14 ms ->
     # 88 ms: A takes 1 of its 2 (7 = max_tokens, finished), B gets its first 2
     # iteration 4, t = 88: B alone, d = 3: 6 + 14 ms -> its last token at 108 ms

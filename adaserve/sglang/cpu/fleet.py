@@ -1,0 +1,300 @@
+"""`adaserve sglang fleet-cpu`: N `adaserve sglang serve-cpu` replicas behind SGLang's own
+router (sglang-router), with the SLO front before it, started and taken down together
+(issue 28).
+
+The replicas are exactly what `serve-cpu` starts, with whatever flags follow ``--`` (so
+its defaults, the draft included, are the fleet's), each on its own port, with
+``--enable-metrics`` so Prometheus can scrape every one. The first replica starts alone
+(it converts the packaged model into the cache on a fresh machine, and two converters
+would race); the others start together once it answers. Then the router
+(``python -m sglang_router.launch_router``) starts in front of them with the routing
+policy asked for, on an internal port, and the front (``adaserve.sglang.front``: the
+router drops every SLO a client states, so the front carries it on ``tracestate``) on the
+fleet's port. The fleet prints one JSON line per part (role, url, pid).
+
+A replica that dies is reported and left dead: the router's health checks take it out,
+which is what a fleet is for. The fleet stops when it is told to (SIGINT or SIGTERM) or
+when the router or the front exits, and then stops every part, each with its whole
+process group (SGLang spawns a scheduler and a detokenizer per replica).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from adaserve.sglang.cpu.process import free_port
+
+# sglang-router 0.3.2's policies (its --policy choices)
+ROUTER_POLICIES = ("round_robin", "random", "power_of_two", "cache_aware", "manual")
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replicas", type=int, default=2, help="serve-cpu replicas (N)")
+    p.add_argument("--policy", choices=ROUTER_POLICIES, default="round_robin",
+                   help="the router's load-balancing policy (sglang-router --policy); "
+                        "manual honours the X-SMG-Target-Worker and X-SMG-Routing-Key "
+                        "headers (docs/fleet.md)")
+    p.add_argument("--host", default="127.0.0.1", help="address the router and replicas use")
+    p.add_argument("--port", type=int, default=30000,
+                   help="the fleet's port, where clients connect (the SLO front; 0: a free "
+                        "port)")
+    p.add_argument("--router-port", type=int, default=0,
+                   help="the router's own port, behind the front (default 0: a free port)")
+    p.add_argument("--replica-port", type=int, default=None,
+                   help="the first replica's port; the others follow it (default: the "
+                        "router's + 1; 0: free ports chosen by the system)")
+    p.add_argument("--router-metrics-port", type=int, default=29000,
+                   help="the router's own Prometheus port (0: a free port)")
+    p.add_argument("--health-check-interval", type=int, default=5,
+                   help="seconds between the router's health checks of each replica; two "
+                        "failed checks in a row take a replica out (sglang-router's default "
+                        "is 60 s and 3 failures)")
+    p.add_argument("--health-check-endpoint", default="/model_info",
+                   help="the replica route the router's health checks GET (default "
+                        "/model_info: the replica's HTTP process answers it without the "
+                        "scheduler; SGLang's /health runs a generation, which a loaded CPU "
+                        "replica can take over its 20 s limit to answer, and the router "
+                        "then takes a live replica out)")
+    p.add_argument("--router-args", default="",
+                   help="more sglang-router flags, as one quoted string")
+    p.add_argument("--log-dir", type=Path, default=None,
+                   help="one log per part (default: a new temporary directory)")
+    p.add_argument("--startup-timeout", type=float, default=900.0,
+                   help="seconds a replica may take to answer")
+    p.add_argument("replica_args", nargs=argparse.REMAINDER,
+                   help="after --: flags for every `adaserve sglang serve-cpu` replica "
+                        "(e.g. --baseline-ms 80 --budget 6)")
+
+
+@dataclass
+class Part:
+    role: str  # replica | router | front
+    index: int
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+    def line(self) -> str:
+        return json.dumps({"fleet": self.role, "index": self.index, "url": self.url,
+                           "pid": self.proc.pid, "log": str(self.log)})
+
+    def stop(self) -> None:
+        """SIGTERM to the part's process group; SIGKILL to what is left of it after 30 s.
+        Returns once the group's processes have exited (SGLang's scheduler and detokenizer
+        outlive the server's main process by a moment)."""
+        stop_group(self.proc, 30.0)
+
+
+def group_alive(pgid: int) -> bool:
+    """Is any process of the group still running (zombies not counted)?"""
+    import psutil
+
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return False
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM to ``proc``'s process group, SIGKILL to the group after ``grace_s``."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        proc.poll()  # reap our own child: a zombie leader is not a running process
+        if not group_alive(proc.pid):
+            proc.wait()
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def replica_ports(args: argparse.Namespace) -> list[int]:
+    first = (args.port + 1 if args.port else 0) if args.replica_port is None \
+        else args.replica_port
+    if first == 0:
+        return [free_port() for _ in range(args.replicas)]
+    return [first + i for i in range(args.replicas)]
+
+
+def replica_command(args: argparse.Namespace, port: int) -> list[str]:
+    extra = list(args.replica_args or [])
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    if "--enable-metrics" not in extra:
+        extra.append("--enable-metrics")
+    return [sys.executable, "-m", "adaserve.cli", "sglang", "serve-cpu", *extra,
+            "--host", args.host, "--port", str(port)]
+
+
+def router_command(args: argparse.Namespace, urls: list[str], port: int,
+                   metrics_port: int) -> list[str]:
+    return [sys.executable, "-m", "sglang_router.launch_router", "--worker-urls", *urls,
+            "--policy", args.policy, "--host", args.host, "--port", str(port),
+            "--prometheus-host", args.host, "--prometheus-port", str(metrics_port),
+            "--health-check-interval-secs", str(args.health_check_interval),
+            # a dead replica refuses the connection at once; a busy one on a CPU can take
+            # seconds to answer at all, which must not take it out
+            "--health-failure-threshold", "2", "--health-check-timeout-secs", "30",
+            "--health-check-endpoint", args.health_check_endpoint,
+            "--log-level", "warn",
+            *shlex.split(args.router_args)]
+
+
+def check(args: argparse.Namespace) -> str | None:
+    """Why the fleet cannot start here, or None."""
+    if args.replicas < 1:
+        return f"--replicas must be >= 1, got {args.replicas}"
+    for mod, what in (("sglang", "sglang"), ("sglang_router", "sglang-router")):
+        if importlib.util.find_spec(mod) is None:
+            return (f"{what} is not installed in this Python ({sys.executable}); run it from "
+                    "SGLang's environment, e.g. .venv-sglang/bin/adaserve (docs/fleet.md)")
+    return None
+
+
+def _start(role: str, index: int, argv: list[str], url: str, log: Path) -> Part:
+    proc = subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    return Part(role, index, url, proc, log)
+
+
+def _wait_healthy(part: Part, route: str, timeout_s: float) -> None:
+    import httpx
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if part.proc.poll() is not None:
+            tail = part.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{part.role} {part.index} exited:\n{tail}")
+        try:
+            if httpx.get(part.url + route, timeout=30).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise TimeoutError(f"{part.role} {part.index} did not answer {route} in {timeout_s:.0f} s "
+                       f"(log: {part.log})")
+
+
+def _interrupt(signum, frame) -> None:
+    """SIGTERM from whoever started the fleet stops it as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+def main(args: argparse.Namespace) -> int:
+    why = check(args)
+    if why is not None:
+        print(f"adaserve sglang fleet-cpu: {why}", file=sys.stderr)
+        return 2
+    logdir = args.log_dir or Path(tempfile.mkdtemp(prefix="adaserve-fleet-"))
+    logdir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _interrupt)
+    parts: list[Part] = []
+    try:
+        ports = replica_ports(args)
+        urls = [f"http://{args.host}:{p}" for p in ports]
+        for i, (port, url) in enumerate(zip(ports, urls)):
+            parts.append(_start("replica", i, replica_command(args, port), url,
+                                logdir / f"replica{i}.log"))
+            if i == 0:  # alone first: a fresh cache is filled once
+                _wait_healthy(parts[0], "/health_generate", args.startup_timeout)
+        for part in parts[1:]:
+            _wait_healthy(part, "/health_generate", args.startup_timeout)
+        metrics_port = args.router_metrics_port or free_port()
+        router_port = args.router_port or free_port()
+        router = _start("router", 0, router_command(args, urls, router_port, metrics_port),
+                        f"http://{args.host}:{router_port}", logdir / "router.log")
+        parts.append(router)
+        _wait_healthy(router, "/readiness", 120)
+        port = args.port or free_port()
+        front = _start("front", 0, [sys.executable, "-m", "adaserve.sglang.front", "--router",
+                                    router.url, "--host", args.host, "--port", str(port)],
+                       f"http://{args.host}:{port}", logdir / "front.log")
+        parts.append(front)
+        _wait_healthy(front, "/readiness", 120)
+        for part in parts:
+            print(part.line(), flush=True)
+        print(json.dumps({"fleet": "ready", "url": front.url, "router": router.url,
+                          "router_metrics": f"http://{args.host}:{metrics_port}/metrics"}),
+              flush=True)
+        dead: set[int] = set()
+        while router.proc.poll() is None and front.proc.poll() is None:
+            for part in parts:
+                if part.role == "replica" and part.index not in dead and \
+                        part.proc.poll() is not None:
+                    dead.add(part.index)
+                    print(json.dumps({"fleet": "replica exited", "index": part.index,
+                                      "code": part.proc.returncode}), flush=True)
+            time.sleep(1)
+        for part in (router, front):
+            if part.proc.poll() is not None:
+                print(json.dumps({"fleet": f"{part.role} exited",
+                                  "code": part.proc.returncode}), flush=True)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    except (RuntimeError, TimeoutError) as e:
+        print(f"adaserve sglang fleet-cpu: {e}", file=sys.stderr)
+        return 1
+    finally:
+        for part in reversed(parts):  # front and router first: nothing reaches a stopping replica
+            part.stop()
+
+
+class FleetProcess:
+    """`adaserve sglang fleet-cpu` started as a child in its own process group, for the
+    tests and the benchmark: waits for its "ready" line and keeps what its lines say
+    (``url``: the front, ``router``, ``replicas`` by index, each a dict with url and pid)."""
+
+    def __init__(self, argv: list[str], out: Path, *, env: dict[str, str] | None = None,
+                 cwd: Path | None = None, timeout_s: float = 1500.0) -> None:
+        self.out = out
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "adaserve.cli", "sglang",
+                                      "fleet-cpu", *argv], stdout=out.open("w"),
+                                     stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                     start_new_session=True)
+        while time.monotonic() - self.t0 < timeout_s:
+            lines = self.lines()
+            ready = [ln for ln in lines if ln["fleet"] == "ready"]
+            if ready:
+                self.ready_s = time.monotonic() - self.t0
+                self.url, self.router = ready[0]["url"], next(
+                    ln for ln in lines if ln["fleet"] == "router")
+                self.replicas = {ln["index"]: ln for ln in lines if ln["fleet"] == "replica"}
+                self.parts = [ln for ln in lines if "pid" in ln]
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"fleet-cpu exited: {out.read_text()[-4000:]}")
+            time.sleep(1)
+        self.stop()
+        raise TimeoutError(f"the fleet did not come up in {timeout_s:.0f} s: "
+                           f"{out.read_text()[-4000:]}")
+
+    def lines(self) -> list[dict]:
+        return [json.loads(ln) for ln in self.out.read_text().splitlines()
+                if ln.startswith("{")]
+
+    def stop(self) -> None:
+        """SIGTERM to the fleet, which stops its parts; SIGKILL to its group after 180 s."""
+        stop_group(self.proc, 180.0)

@@ -1,0 +1,140 @@
+"""The SLO across SGLang's router (issue 28): the tracestate member a replica reads, and the
+fleet front that writes it from whatever SLO the client stated. The front runs as an ASGI
+app in front of a recording upstream that stands in for the router (the real router and
+replicas are tests/sglang_tier/test_fleet_cpu.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from adaserve.server.slo_classes import SLOError, parse_classes, resolve
+from adaserve.sglang.front import app, forwarded_headers, slo_source
+from adaserve.sglang.tracestate import member, slo_headers, with_member
+
+REAL_CLIENT = httpx.AsyncClient  # the test's own client; the front's is patched below
+CLASSES = parse_classes("urgent=30,relaxed=2000,best-effort", None)
+
+
+def test_a_member_becomes_the_header_it_stands_for():
+    assert slo_headers({"tracestate": "adaserve=class:urgent"})["x-slo-class"] == "urgent"
+    assert slo_headers({"TraceState": "vendor=1, adaserve=tpot-ms:30ms"})["x-slo-tpot-ms"] \
+        == "30ms"
+    # resolved by the contract's own rules once it is a header again
+    h = slo_headers({"tracestate": "adaserve=tpot-ms:45"})
+    assert resolve(None, h, CLASSES, "relaxed")[1].tpot_s == pytest.approx(0.045)
+
+
+def test_a_direct_header_wins_over_the_member():
+    h = {"X-SLO-Class": "relaxed", "tracestate": "adaserve=class:urgent"}
+    assert slo_headers(h) is h
+
+
+def test_other_vendors_members_are_ignored_and_ours_must_be_well_formed():
+    assert "x-slo-class" not in slo_headers({"tracestate": "congo=t61rcWkgMzE"})
+    for bad in ("adaserve=urgent", "adaserve=speed:fast", "adaserve="):
+        with pytest.raises(SLOError) as e:
+            slo_headers({"tracestate": bad})
+        assert e.value.param == "tracestate"
+
+
+def test_members_are_written_safely_and_move_to_the_front():
+    assert member("class", " urgent ") == "adaserve=class:urgent"
+    assert with_member("congo=1,adaserve=class:x, rojo=2", "adaserve=tpot-ms:30") == \
+        "adaserve=tpot-ms:30,congo=1,rojo=2"
+    for bad in ("a,b", "a=b", "caf\u00e9", ""):
+        with pytest.raises(SLOError):
+            member("class", bad)
+
+
+@pytest.mark.parametrize("body, headers, want", [
+    ({"slo": {"class": "urgent"}, "sampling_params": {"custom_params": {"slo_class": "x"}}},
+     {"X-SLO-Class": "y"}, ("class", "urgent")),
+    ({"slo": {"tpot_ms": 30}}, {}, ("tpot-ms", "30")),
+    ({"sampling_params": {"custom_params": {"tpot_slo_ms": "40ms"}}}, {"X-SLO-TPOT-MS": "9"},
+     ("tpot-ms", "40ms")),
+    ({"custom_params": {"slo_class": "relaxed"}}, {}, ("class", "relaxed")),  # OpenAI routes
+    ({"text": "hi"}, {"X-SLO-TPOT-MS": "12", "X-SLO-Class": "urgent"}, ("tpot-ms", "12")),
+    ({"text": "hi"}, {"x-slo-class": "urgent"}, ("class", "urgent")),
+    ({"text": "hi", "slo": None}, {}, None),
+])
+def test_the_contracts_precedence(body, headers, want):
+    assert slo_source(body, headers) == want
+
+
+@pytest.mark.parametrize("body", [
+    {"slo": "urgent"}, {"slo": {"class": "a", "tpot_ms": 3}}, {"slo": {"speed": 1}},
+    {"custom_params": ["x"]}, {"sampling_params": {"custom_params": {"slo_class": True}}},
+])
+def test_shapes_the_contract_refuses(body):
+    with pytest.raises(SLOError):
+        slo_source(body, {})
+
+
+def test_only_slo_routes_get_the_member_and_hop_headers_stay():
+    body = json.dumps({"text": "hi"}).encode()
+    h = {"X-SLO-Class": "urgent", "Connection": "keep-alive", "Authorization": "Bearer t"}
+    out = forwarded_headers("/generate", body, h)
+    assert out["tracestate"] == "adaserve=class:urgent" and "Connection" not in out
+    assert out["Authorization"] == "Bearer t"
+    assert "tracestate" not in forwarded_headers("/health", b"", h)
+    assert "tracestate" not in forwarded_headers("/generate", b"not json", {})
+
+
+class Chunks(httpx.AsyncByteStream):
+    """A streamed body, as the router streams SSE: two chunks."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def __aiter__(self):
+        yield self.data[:5]
+        yield self.data[5:]
+
+
+class Recorder:
+    """An upstream that answers what it received, the way a router's worker would see it."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[httpx.Request, bytes]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.seen.append((request, request.content))
+        body = json.dumps({"path": request.url.path,
+                           "tracestate": request.headers.get("tracestate")}).encode()
+        return httpx.Response(200, headers={"content-type": "application/json"},
+                              stream=Chunks(body))
+
+
+@pytest.fixture
+def front(monkeypatch):
+    rec = Recorder()
+
+    def client(**kw):  # the front's client, sending to the recorder instead of a socket
+        return REAL_CLIENT(transport=httpx.MockTransport(rec), **kw)
+
+    monkeypatch.setattr(httpx, "AsyncClient", client)
+    return app("http://router.invalid"), rec
+
+
+def test_the_front_carries_the_slo_and_refuses_bad_shapes(front):
+    asyncio.run(_through_the_front(*front))
+
+
+async def _through_the_front(asgi, rec: Recorder) -> None:
+    async with REAL_CLIENT(transport=httpx.ASGITransport(app=asgi),
+                                 base_url="http://front") as c:
+        r = await c.post("/generate?x=1", json={"text": "hi", "slo": {"class": "urgent"}})
+        assert r.status_code == 200
+        assert r.json() == {"path": "/generate", "tracestate": "adaserve=class:urgent"}
+        sent, content = rec.seen[-1]
+        assert sent.url.params["x"] == "1"
+        assert json.loads(content)["slo"] == {"class": "urgent"}  # the body is unchanged
+        r = await c.post("/v1/chat/completions", json={"messages": [], "slo": {"x": 1}})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "slo"
+        assert len(rec.seen) == 1  # refused before the router
+        r = await c.get("/readiness")
+        assert r.status_code == 200 and r.json()["tracestate"] is None

@@ -1,0 +1,263 @@
+"""A fleet end to end on this CPU (issue 28): `adaserve sglang fleet-cpu --replicas 2`, two
+real `serve-cpu` replicas running ADASERVE behind SGLang's own router (sglang-router
+0.3.2, round robin) and the SLO front, over real HTTP:
+
+- the bare router drops every SLO a client states (the X-SLO-* headers, custom_params, the
+  body `slo`): the replica serves the default class. Why the front exists;
+- through the fleet, per-request SLO headers, `sampling_params.custom_params` and the body
+  `slo` reach the replica that serves the request: its report says so and exactly one
+  replica's `/metrics` counts it;
+- the body `slo` sent to a replica directly needs the request contract of issue 27 on
+  SGLang's routes: skipped, saying so, while it is not honoured;
+- a bad SLO is a 400 through the router, and the fleet keeps serving;
+- greedy output through the fleet is identical to one replica's, streaming too;
+- a replica killed mid-run: the clients see errors only for requests that were on it
+  (counted), the other replica keeps serving, and the router stops sending to it;
+- stopping the fleet stops every process it started.
+
+Lean, for CI on two cores: 16-32 new tokens, a handful of requests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from adaserve.sglang.cpu.fleet import FleetProcess, group_alive
+from adaserve.sglang.cpu.process import free_port
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPTS = ["The capital of France is", "def fibonacci(n):", "List three prime numbers:",
+           "Once upon a time"]
+REPLICA_ARGS = ["--max-running-requests", "8", "--max-total-tokens", "4096",
+                "--steps", "3", "--topk", "2", "--draft-tokens", "4", "--budget", "6",
+                "--slo-classes", "urgent=1,relaxed=100000,best-effort",
+                "--default-class", "relaxed"]
+HEALTH_CHECK_S = 2
+ISSUE_27 = ("the body `slo` object sent straight to a replica needs the request contract "
+            "of issue 27 (SLOs in the body on SGLang's routes), not merged on this branch")
+
+
+class Fleet(FleetProcess):
+    """The fleet under test, with the requests and scrapes the tests make."""
+
+    def __init__(self, logdir: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ADASERVE_")
+               or k == "ADASERVE_CACHE_DIR"}
+        super().__init__(["--replicas", "2", "--port", str(free_port()), "--replica-port", "0",
+                          "--router-metrics-port", "0", "--health-check-interval",
+                          str(HEALTH_CHECK_S), "--log-dir", str(logdir), "--",
+                          *REPLICA_ARGS], logdir / "fleet.out", env=env, cwd=ROOT)
+
+    def generate(self, url: str, prompt: str, *, headers=None, max_new_tokens: int = 16,
+                 **extra) -> httpx.Response:
+        return httpx.post(url + "/generate", headers=headers or {}, timeout=600, json={
+            "text": prompt, "sampling_params": {"temperature": 0, "ignore_eos": True,
+                                                "max_new_tokens": max_new_tokens}, **extra})
+
+    def served(self, cls: str) -> list[float]:
+        """Per replica: finished requests of class ``cls`` on its /metrics (dead: nan)."""
+        out = []
+        for k in sorted(self.replicas):
+            try:
+                text = httpx.get(self.replicas[k]["url"] + "/metrics", timeout=30).text
+            except httpx.HTTPError:
+                out.append(float("nan"))
+                continue
+            out.append(sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
+                           if ln.startswith("adaserve_requests_total{")
+                           and f'slo_class="{cls}"' in ln))
+        return out
+
+    def running(self, k: int) -> float:
+        text = httpx.get(self.replicas[k]["url"] + "/metrics", timeout=30).text
+        return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
+                   if ln.startswith(("sglang:num_running_reqs", "sglang:num_queue_reqs")))
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    f = Fleet(tmp_path_factory.mktemp("fleet_cpu"))
+    yield f
+    f.stop()
+
+
+def _one_more_on_one_replica(before: list[float], after: list[float]) -> bool:
+    return sorted(a - b for a, b in zip(after, before)) == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("cls, slo_ms, headers, custom", [
+    ("urgent", 1, {"X-SLO-Class": "urgent"}, None),
+    ("custom", 4321, {"X-SLO-TPOT-MS": "4321"}, None),
+    ("urgent", 1, {}, {"slo_class": "urgent"}),
+    ("custom", 1234, {}, {"tpot_slo_ms": 1234}),
+])
+def test_slo_reaches_the_serving_replica(fleet, cls, slo_ms, headers, custom):
+    before = fleet.served(cls)
+    extra = {} if custom is None else {"sampling_params": {
+        "temperature": 0, "max_new_tokens": 8, "custom_params": custom}}
+    r = fleet.generate(fleet.url, PROMPTS[0], headers=headers, max_new_tokens=8, **extra)
+    assert r.status_code == 200, r.text
+    meta = r.json()["meta_info"]
+    assert meta["slo_class"] == cls and meta["slo_tpot_ms"] == slo_ms, meta
+    assert _one_more_on_one_replica(before, fleet.served(cls)), (before, fleet.served(cls))
+
+
+def test_the_bare_router_drops_every_slo_a_client_states(fleet):
+    """sglang-router 0.3.2 forwards a short list of headers and rebuilds the body from its
+    own types (no custom_params, no slo): each of these is served at the default class."""
+    router = fleet.router["url"]
+    for headers, extra in (({"X-SLO-Class": "urgent"}, {}),
+                           ({}, {"slo": {"class": "urgent"}}),
+                           ({}, {"sampling_params": {"temperature": 0, "max_new_tokens": 4,
+                                                     "custom_params": {"slo_class": "urgent"}}})):
+        r = fleet.generate(router, PROMPTS[0], headers=headers, max_new_tokens=4, **extra)
+        assert r.status_code == 200, r.text
+        assert r.json()["meta_info"]["slo_class"] == "relaxed", (headers, extra)
+    # what the front writes does cross it
+    r = fleet.generate(router, PROMPTS[0], headers={"tracestate": "adaserve=class:urgent"},
+                       max_new_tokens=4)
+    assert r.json()["meta_info"]["slo_class"] == "urgent"
+
+
+@pytest.mark.parametrize("route", ["/generate", "/v1/chat/completions"])
+@pytest.mark.parametrize("where", ["fleet", "replica"])
+def test_body_slo_object_reaches_the_serving_replica(fleet, route, where):
+    before = fleet.served("urgent")
+    body = {"text": PROMPTS[1], "sampling_params": {"temperature": 0, "max_new_tokens": 8}} \
+        if route == "/generate" else {
+            "model": "default", "max_tokens": 8, "temperature": 0,
+            "messages": [{"role": "user", "content": "Say hello."}]}
+    url = fleet.url if where == "fleet" else fleet.replicas[0]["url"]
+    r = httpx.post(url + route, json={**body, "slo": {"class": "urgent"}}, timeout=600)
+    # /generate reports the class in meta_info; an OpenAI reply has no place for it, so
+    # the replicas' per-class counters say which class the request was served at
+    reported = r.json()["meta_info"]["slo_class"] if route == "/generate" and \
+        r.status_code == 200 else "urgent"
+    honoured = r.status_code == 200 and reported == "urgent" and \
+        _one_more_on_one_replica(before, fleet.served("urgent"))
+    if where == "replica" and not honoured:
+        counted = [a - b for a, b in zip(fleet.served("urgent"), before)]
+        pytest.skip(f"{ISSUE_27}: {route} answered {r.status_code}, reported class "
+                    f"{reported if route == '/generate' else '(none on this route)'}, "
+                    f"urgent requests counted per replica {counted}")
+    assert r.status_code == 200, r.text
+    assert honoured, (reported, before, fleet.served("urgent"))
+
+
+@pytest.mark.parametrize("route, headers, body", [
+    ("/generate", {"X-SLO-TPOT-MS": "-5"},
+     {"text": "hi", "sampling_params": {"max_new_tokens": 4}}),
+    ("/generate", {"X-SLO-Class": "platinum"},
+     {"text": "hi", "sampling_params": {"max_new_tokens": 4}}),
+    ("/generate", {}, {"text": "hi", "sampling_params": {
+        "max_new_tokens": 4, "custom_params": {"tpot_slo_ms": "fast"}}}),
+    ("/v1/chat/completions", {"X-SLO-TPOT-MS": "0"},
+     {"model": "default", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}),
+])
+def test_bad_slo_is_a_400_through_the_router(fleet, route, headers, body):
+    r = httpx.post(fleet.url + route, headers=headers, json=body, timeout=120)
+    assert r.status_code == 400, r.text
+    assert "slo" in r.text.lower() or "tpot" in r.text.lower(), r.text
+    assert fleet.generate(fleet.url, PROMPTS[0], max_new_tokens=2).status_code == 200
+
+
+def test_greedy_output_through_the_router_equals_one_replica(fleet):
+    one = fleet.replicas[0]["url"]
+    direct = {}
+    for p in PROMPTS[:3]:
+        r = fleet.generate(one, p)
+        assert r.status_code == 200, r.text
+        direct[p] = r.json()["output_ids"]
+    for p in PROMPTS[:3]:  # round robin: both replicas serve some
+        r = fleet.generate(fleet.url, p, headers={"X-SLO-Class": "urgent"})
+        assert r.status_code == 200 and r.json()["output_ids"] == direct[p], p
+    with ThreadPoolExecutor(3) as pool:
+        rs = list(pool.map(lambda p: fleet.generate(fleet.url, p), PROMPTS[:3]))
+    assert [r.json()["output_ids"] for r in rs] == [direct[p] for p in PROMPTS[:3]]
+
+
+def test_streaming_through_the_fleet_matches_and_reports(fleet):
+    """SSE through the front and the router: the same greedy tokens as one replica, and
+    the final chunk reports the request's class."""
+    direct = fleet.generate(fleet.replicas[0]["url"], PROMPTS[3]).json()["output_ids"]
+    last = None
+    with httpx.stream("POST", fleet.url + "/generate", timeout=600,
+                      headers={"X-SLO-Class": "urgent"}, json={
+                          "text": PROMPTS[3], "stream": True, "sampling_params": {
+                              "temperature": 0, "ignore_eos": True, "max_new_tokens": 16}}) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                last = json.loads(line[6:])
+    assert last["output_ids"] == direct
+    assert last["meta_info"]["slo_class"] == "urgent"
+
+
+def test_round_robin_uses_both_replicas(fleet):
+    before = fleet.served("best-effort")
+    for p in PROMPTS[:4]:
+        assert fleet.generate(fleet.url, p, headers={"X-SLO-Class": "best-effort"},
+                              max_new_tokens=4).status_code == 200
+    after = fleet.served("best-effort")
+    assert [a - b for a, b in zip(after, before)] == [2.0, 2.0], (before, after)
+
+
+def test_a_killed_replica_fails_only_its_requests(fleet):
+    """Four 24-token requests through the fleet, two per replica; once replica 1 holds
+    some, its whole process group is killed. Requests on replica 0 finish; those on
+    replica 1 fail with an error status, or succeed if the router retried them on replica
+    0: never a wrong answer. Then the router stops sending to replica 1."""
+    results: list[tuple[str, int, dict | str]] = [None] * 4
+
+    def send(i: int) -> None:
+        try:
+            r = fleet.generate(fleet.url, PROMPTS[i], max_new_tokens=24)
+            results[i] = ("http", r.status_code, r.json() if r.status_code == 200 else r.text)
+        except httpx.HTTPError as e:  # a transport error is an error the client sees too
+            results[i] = ("transport", 0, repr(e))
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+        time.sleep(0.3)  # in order, so round robin alternates
+    t0 = time.monotonic()
+    while fleet.running(1) < 1 and time.monotonic() - t0 < 120:
+        time.sleep(0.2)
+    on_victim = fleet.running(1)
+    assert on_victim >= 1
+    os.killpg(fleet.replicas[1]["pid"], signal.SIGKILL)
+    for t in threads:
+        t.join(600)
+    ok = [r for r in results if r[1] == 200]
+    failed = [r for r in results if r[1] != 200]
+    print(f"\nkilled replica 1 holding {on_victim:g} requests: {len(ok)} ok, {len(failed)} "
+          f"failed: {[(kind, code, str(body)[:120]) for kind, code, body in failed]}")
+    assert len(failed) <= on_victim, results
+    for kind, code, body in failed:  # clear errors: a 5xx with a message, or a dropped link
+        assert (kind == "http" and code >= 500 and body) or kind == "transport", (kind, code)
+    for _, _, body in ok:
+        assert body["meta_info"]["completion_tokens"] == 24
+    time.sleep(4 * HEALTH_CHECK_S)  # two failed health checks take it out
+    before = fleet.served("best-effort")[0]
+    for p in PROMPTS:
+        r = fleet.generate(fleet.url, p, headers={"X-SLO-Class": "best-effort"},
+                           max_new_tokens=4)
+        assert r.status_code == 200, r.text
+    assert fleet.served("best-effort")[0] - before == len(PROMPTS)
+
+
+def test_stopping_the_fleet_stops_every_part(tmp_path_factory, fleet):
+    pids = [ln["pid"] for ln in fleet.parts]  # replicas, router, front
+    fleet.stop()
+    assert fleet.proc.returncode == 0, fleet.out.read_text()[-2000:]
+    assert not any(group_alive(pid) for pid in pids)  # each part leads its own group

@@ -1,0 +1,54 @@
+"""`adaserve sglang fleet-cpu` builds its parts' commands without starting them: the part
+that runs in the main environment, where sglang is not installed. The fleet itself is
+tested end to end in tests/sglang_tier/test_fleet_cpu.py."""
+
+from __future__ import annotations
+
+import sys
+
+from adaserve.cli import build_parser, main
+from adaserve.sglang.cpu.fleet import replica_command, replica_ports, router_command
+
+
+def parse(*argv: str):
+    return build_parser().parse_args(["sglang", "fleet-cpu", *argv])
+
+
+def test_replicas_are_serve_cpu_with_the_flags_after_the_dashes():
+    args = parse("--replicas", "3", "--port", "31000", "--", "--budget", "6",
+                 "--draft", "/some/draft")
+    assert replica_ports(args) == [31001, 31002, 31003]
+    argv = replica_command(args, 31002)
+    assert argv[:6] == [sys.executable, "-m", "adaserve.cli", "sglang", "serve-cpu", "--budget"]
+    # serve-cpu's own defaults (its draft included) unless the fleet was given others
+    assert argv[argv.index("--draft") + 1] == "/some/draft"
+    assert "--enable-metrics" in argv  # Prometheus scrapes every replica
+    assert argv[-4:] == ["--host", "127.0.0.1", "--port", "31002"]
+    assert "--draft" not in replica_command(parse(), 30001)
+
+
+def test_the_router_gets_the_replicas_policy_and_health_checks():
+    args = parse("--policy", "power_of_two", "--health-check-interval", "3",
+                 "--router-args", "--retry-max-retries 2")
+    argv = router_command(args, ["http://127.0.0.1:1", "http://127.0.0.1:2"], 4000, 4001)
+    assert argv[1:3] == ["-m", "sglang_router.launch_router"]
+    at = argv.index("--worker-urls")
+    assert argv[at + 1:at + 3] == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    flags = dict(zip(argv, argv[1:]))
+    assert flags["--policy"] == "power_of_two" and flags["--port"] == "4000"
+    assert flags["--prometheus-port"] == "4001" and flags["--host"] == "127.0.0.1"
+    assert flags["--health-check-interval-secs"] == "3"
+    assert flags["--health-check-endpoint"] == "/model_info"
+    assert argv[-2:] == ["--retry-max-retries", "2"]
+
+
+def test_free_ports_on_request():
+    ports = replica_ports(parse("--replicas", "2", "--replica-port", "0"))
+    assert len(set(ports)) == 2 and all(p > 0 for p in ports)
+
+
+def test_without_sglang_it_says_where_to_run_it(capsys):
+    assert main(["sglang", "fleet-cpu", "--replicas", "2"]) == 2
+    assert "not installed in this Python" in capsys.readouterr().err
+    assert main(["sglang", "fleet-cpu", "--replicas", "0"]) == 2
+    assert "--replicas must be >= 1" in capsys.readouterr().err
