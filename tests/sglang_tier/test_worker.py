@@ -48,6 +48,9 @@ def make_worker(monkeypatch, budget: str | None, ragged: bool = False) -> AdaSer
     w.setup_adaserve()
     # what ``next_ragged`` decides from the target (a triton backend, no graphs)
     w._verify = "ragged" if ragged else "uniform"
+    # the plan's draft shape needs SGLang's draft runner, absent here (test_shapes.py covers
+    # it): the compiled shape runs, as on a server whose plan keeps it
+    w._shapes = False
     return w
 
 
@@ -85,9 +88,6 @@ def test_an_iteration_selects_per_request_and_unlinks_the_rest(worker, monkeypat
     selected are unlinked inside SGLang's [bs, N] layout."""
     seen = []
     monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_draft(seen), raising=False)
-    # the plan's draft shape needs SGLang's draft runner, absent here (test_shapes.py covers
-    # it): the compiled shape runs, as on a server whose plan keeps it
-    monkeypatch.setattr(worker, "_shapes", False)
     reqs = [_req("u", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 30, 9),
             _req("r", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 12, 1),
             _req("n", None, 5, 0)]  # no SLO in custom_params: the default class
@@ -249,7 +249,6 @@ def test_at_b_no_more_than_n_every_class_verifies_its_root_only(monkeypatch, cap
     for budget in ("3", "7"):
         w = make_worker(monkeypatch, budget, ragged=True)
         w.req_to_token_pool = SimpleNamespace(size=8, req_to_token=torch.arange(8 * 64).view(8, 64))
-        w._shapes = False  # the compiled draft shape: no SGLang draft backend here
         # the urgent request first decoded 10 s ago: 8 tokens in 10 s is far behind 20 ms
         w.first_token_at["u"] = time.perf_counter() - 10.0
         monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_verify_input([]),
