@@ -41,6 +41,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     add_traffic_args(p)
     add_mix_draw_args(p.add_mutually_exclusive_group(), "iid", notes={
         "iid": " (the default, so a recorded command draws the same classes again)"})
+    p.add_argument("--class-tpot-ms", default="", metavar="NAME=MS,...",
+                   help="the classes' TPOT SLOs, e.g. urgent=80,relaxed=640,best-effort "
+                        "(default: the server's, from its /server_info)")
     p.add_argument("--ttft-slo-ms", type=float, default=5000.0,
                    help="TTFT SLO of the TTFT+TPOT attainment variant")
     p.add_argument("--out", type=Path, default=Path("loadgen-out"),
@@ -52,6 +55,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def locust_command(args: argparse.Namespace) -> list[str]:
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", args.host,
            *traffic_argv(args), "--records", str(args.out / "records.jsonl")]
+    if args.class_tpot_ms:
+        cmd += ["--class-tpot-ms", args.class_tpot_ms]
     if not args.web:
         # a missed SLO or a refused request is a result, not a failed run: exit 0 for them
         cmd += ["--headless", "-u", "1", "-r", "1", "--only-summary", "--exit-code-on-error",

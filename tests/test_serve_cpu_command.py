@@ -27,8 +27,9 @@ def parse(*argv: str):
 
 def test_adaserve_launch_sets_up_the_cpu_runtime(model, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
-    argv, env = command(parse("--model", model, "--budget", "6", "--slo-classes",
-                              "urgent=50,relaxed=900", "--default-class", "relaxed",
+    argv, env = command(parse("--model", model, "--draft", "target", "--budget", "6",
+                              "--slo-classes", "urgent=50,relaxed=900", "--default-class",
+                              "relaxed", "--verify", "uniform", "--iteration-log", "/tmp/it",
                               "--port", "31000", "--", "--log-level", "info"))
     assert argv[1:3] == ["-m", "sglang.launch_server"]
     flags = dict(zip(argv[3::1], argv[4::1]))
@@ -46,6 +47,24 @@ def test_adaserve_launch_sets_up_the_cpu_runtime(model, monkeypatch):
     assert (BOOT / "sitecustomize.py").is_file()
     assert (env["ADASERVE_BUDGET"], env["ADASERVE_SLO_CLASSES"],
             env["ADASERVE_DEFAULT_CLASS"]) == ("6", "urgent=50,relaxed=900", "relaxed")
+    assert (env["ADASERVE_VERIFY"], env["ADASERVE_ITERATION_LOG"]) == ("uniform", "/tmp/it")
+
+
+def test_the_default_draft_is_the_distilled_one_with_a_full_vocabulary(model, monkeypatch,
+                                                                       tmp_path):
+    """SGLang loads a standalone draft whose vocabulary is the target's: by default our
+    distilled draft, exported into the cache with a full head on first use."""
+    from adaserve.engine.weights import FULL_VOCAB_DRAFT
+
+    monkeypatch.setenv("ADASERVE_CACHE_DIR", str(tmp_path))
+    made = []
+    monkeypatch.setattr("adaserve.sglang.cpu.launch.sglang_draft_dir",
+                        lambda name: made.append(name) or f"/cache/{name}")
+    argv, env = command(parse("--model", model))
+    flags = dict(zip(argv[3::1], argv[4::1]))
+    assert made == [FULL_VOCAB_DRAFT]
+    assert flags["--speculative-draft-model-path"] == f"/cache/{FULL_VOCAB_DRAFT}"
+    assert "ADASERVE_VERIFY" not in env  # ragged where the target can: the worker decides
 
 
 def test_without_speculation_no_speculative_flag(model):
@@ -58,3 +77,19 @@ def test_without_sglang_it_says_where_to_run_it(model, capsys):
     code = main(parse("--model", model))
     assert code == 2
     assert ".venv-sglang/bin/adaserve" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("head, mapped", [("hot", True), ("full", False)])
+def test_the_drafts_head_is_cut_to_its_trained_tokens_by_default(model, monkeypatch, tmp_path,
+                                                                  head, mapped):
+    """SGLang's --speculative-token-map with the draft's hot_tokens.pt (its 8,192 trained
+    tokens) unless --draft-head full; only for ADASERVE, whose worker cuts the head."""
+    from adaserve.engine.full_vocab import HOT_TOKENS
+
+    (tmp_path / HOT_TOKENS).write_bytes(b"ids")
+    monkeypatch.setattr("adaserve.sglang.cpu.launch.sglang_draft_dir", lambda name: str(tmp_path))
+    argv, _ = command(parse("--model", model, "--draft-head", head))
+    flags = dict(zip(argv[3::1], argv[4::1]))
+    assert (flags.get("--speculative-token-map") == str(tmp_path / HOT_TOKENS)) is mapped
+    argv, _ = command(parse("--model", model, "--algorithm", "STANDALONE"))
+    assert "--speculative-token-map" not in argv  # SGLang's own worker would map twice

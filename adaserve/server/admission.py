@@ -17,11 +17,11 @@ from adaserve.engine.request import Output
 from adaserve.scheduler import SLO
 from adaserve.server.errors import APIError
 from adaserve.server.jobs import Job
+from adaserve.server.lengths import LengthError, output_limit
 from adaserve.server.protocol import SLOField
-from adaserve.server.slo_classes import SLOError, resolve
+from adaserve.server.slo_classes import SLOError, request_slo
 from adaserve.server.state import Server
 
-DEFAULT_MAX_TOKENS = 256  # when a request names none (capped by the context left)
 MAX_STOP = 16
 
 
@@ -31,36 +31,30 @@ def check_model(srv: Server, name: str | None) -> None:
                        f"{srv.settings.model_name!r}", "model", code="model_not_found")
 
 
-def slo_for(srv: Server, request: Request,
-            body_slo: SLOField | Mapping | None) -> tuple[str, SLO]:
-    """(class label, SLO) from the body's slo, else the headers, else the default class."""
+def slo_for(srv: Server, request: Request, body_slo: SLOField | Mapping | None,
+            custom_params: object = None,
+            custom_at: str = "custom_params") -> tuple[str, SLO]:
+    """(class label, SLO) from the body's slo, else custom_params, else the headers, else
+    the default class (slo_classes.request_slo, as SGLang with the plugin resolves it)."""
     mapping = body_slo.as_mapping() if isinstance(body_slo, SLOField) else body_slo
     try:
-        return resolve(mapping, request.headers, srv.settings.classes,
-                       srv.settings.default_class)
+        return request_slo(mapping, custom_params, request.headers, srv.settings.classes,
+                           srv.settings.default_class, custom_at)
     except SLOError as e:
         raise APIError(400, str(e), e.param) from None
 
 
 def params_for(srv: Server, n_prompt: int, prompt_param: str, *, max_tokens: int | None,
                temperature: float, top_p: float, top_k: int, seed: int | None,
-               stop: str | list[str] | None, ignore_eos: bool) -> SamplingParams:
+               stop: str | list[str] | None, ignore_eos: bool,
+               max_param: str = "max_tokens") -> SamplingParams:
     """The engine's sampling parameters; APIError naming the field when the prompt is empty
     or does not leave room for max_tokens, or stop is unusable."""
-    max_context = srv.engine.config.max_context
-    if n_prompt == 0:
-        raise APIError(400, "the prompt is empty", prompt_param)
-    if n_prompt >= max_context:
-        raise APIError(400, f"the prompt is {n_prompt} tokens; this server's context limit "
-                       f"is {max_context} tokens (prompt + output)", prompt_param,
-                       code="context_length_exceeded")
-    room = max_context - n_prompt
-    if max_tokens is None:
-        max_tokens = min(DEFAULT_MAX_TOKENS, room)
-    elif max_tokens > room:
-        raise APIError(400, f"max_tokens={max_tokens} does not fit: the prompt is {n_prompt} "
-                       f"tokens and the context limit is {max_context}, so at most {room}",
-                       "max_tokens", code="context_length_exceeded")
+    try:
+        max_tokens = output_limit(n_prompt, max_tokens, srv.engine.config.max_context,
+                                  prompt_param, max_param)
+    except LengthError as e:
+        raise APIError(400, str(e), e.param, code=e.code) from None
     stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
     if len(stops) > MAX_STOP or any(not s or len(s) > 256 for s in stops):
         raise APIError(400, f"stop takes at most {MAX_STOP} non-empty strings of at most "

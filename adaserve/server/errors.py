@@ -47,20 +47,26 @@ def error_response(status: int, message: str, param: str | None = None,
                       headers=headers)
 
 
+def not_json(content_type: str | None) -> str | None:
+    """Why a body sent with this Content-Type is not JSON, or None when it says JSON
+    (application/json, or any +json type). The SGLang plugin answers with it too."""
+    header = MIMEHeader()
+    header["content-type"] = content_type or ""
+    subtype = header.get_content_subtype()
+    if header.get_content_maintype() == "application" and (
+            subtype == "json" or subtype.endswith("+json")):
+        return None
+    return ("the body must be JSON: send Content-Type: application/json "
+            f"({'no Content-Type was sent' if not content_type else f'got {content_type!r}'})")
+
+
 def require_json(request: Request) -> None:
     """A route dependency: 415 unless the request says its body is JSON. Without the
     header FastAPI hands the model the raw bytes, and pydantic's "Input should be a valid
     dictionary" does not tell the client what to change."""
-    given = request.headers.get("content-type")
-    header = MIMEHeader()
-    header["content-type"] = given or ""
-    subtype = header.get_content_subtype()
-    if header.get_content_maintype() == "application" and (
-            subtype == "json" or subtype.endswith("+json")):
-        return
-    raise APIError(415, "the body must be JSON: send Content-Type: application/json "
-                   f"({'no Content-Type was sent' if not given else f'got {given!r}'})",
-                   code="unsupported_media_type")
+    why = not_json(request.headers.get("content-type"))
+    if why is not None:
+        raise APIError(415, why, code="unsupported_media_type")
 
 
 def _loc(loc: tuple) -> str | None:
@@ -76,6 +82,14 @@ def _message(err: dict) -> str:
     if err.get("type") == "value_error" and isinstance(cause, Exception):
         return str(cause) if isinstance(cause, SLOError) else f"{where}: {cause}"
     return f"{where}: {err.get('msg')}"
+
+
+def describe(errs: list[dict]) -> tuple[str, str | None]:
+    """(message, param) of a body that failed validation: its first five errors as
+    "field: what is wrong", and the first one's field. The SGLang plugin describes its
+    contract checks with it too, so both backends word a refusal alike."""
+    first = errs[0] if errs else {}
+    return "; ".join(_message(x) for x in errs[:5]), _loc(tuple(first.get("loc", ())))
 
 
 def _json_error(err: dict, doc: object) -> str:
@@ -103,8 +117,8 @@ def install(app: FastAPI) -> None:
         first = errs[0] if errs else {}
         if first.get("type") == "json_invalid":
             return error_response(400, _json_error(first, e.body), code="json_invalid")
-        msgs = "; ".join(_message(x) for x in errs[:5])
-        return error_response(400, msgs, _loc(tuple(first.get("loc", ()))))
+        message, param = describe(errs)
+        return error_response(400, message, param)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:

@@ -86,8 +86,44 @@ class StreamOptions(_Body):
     include_usage: StrictBool = False
 
 
-class _Sampling(_Body):
+# The fields whose rules are the HTTP contract on both backends (DESIGN.md): the SLO, in
+# the body's slo object or SGLang's custom_params, and the output length. The embedded
+# server's request bodies inherit them; the SGLang plugin checks SGLang's request bodies
+# against these very models (adaserve/sglang/contract.py), so one request gets one
+# answer from either server.
+
+CustomParams = Annotated[dict | None, Field(
+    None, description="SGLang's per-request parameters; tpot_slo_ms / slo_class give the "
+    "SLO (after the slo object, before the headers), other keys are SGLang's")]
+
+
+class ChatContract(_Body):
     max_tokens: PositiveInt | None = Field(None, description="output tokens at most")
+    max_completion_tokens: PositiveInt | None = None
+    slo: SLOField | None = Field(None, description="per-request TPOT SLO; custom_params, "
+                                 "then headers X-SLO-TPOT-MS / X-SLO-Class when absent")
+    custom_params: CustomParams
+
+
+class CompletionContract(_Body):
+    max_tokens: PositiveInt | None = Field(None, description="output tokens at most")
+    slo: SLOField | None = Field(None, description="per-request TPOT SLO; custom_params, "
+                                 "then headers X-SLO-TPOT-MS / X-SLO-Class when absent")
+    custom_params: CustomParams
+
+
+class GenerateSamplingContract(_Body):
+    max_new_tokens: PositiveInt | None = None
+    custom_params: CustomParams
+
+
+class GenerateContract(_Body):
+    sampling_params: GenerateSamplingContract = Field(
+        default_factory=GenerateSamplingContract)
+    slo: SLOField | None = None
+
+
+class _Sampling(_Body):
     temperature: Temperature = 1.0
     top_p: TopP = 1.0
     top_k: TopK = 0
@@ -97,8 +133,6 @@ class _Sampling(_Body):
     stream_options: StreamOptions | None = None
     n: Literal[1] = Field(1, description="only n = 1 is served")
     ignore_eos: StrictBool = False
-    slo: SLOField | None = Field(None, description="per-request TPOT SLO; headers "
-                                 "X-SLO-TPOT-MS / X-SLO-Class when absent")
 
 
 class ChatMessage(_Body):
@@ -106,39 +140,34 @@ class ChatMessage(_Body):
     content: StrictStr
 
 
-class ChatCompletionRequest(_Sampling):
+class ChatCompletionRequest(_Sampling, ChatContract):
     model: StrictStr | None = None
     messages: list[ChatMessage] = Field(..., min_length=1)
-    max_completion_tokens: PositiveInt | None = None
 
 
-class CompletionRequest(_Sampling):
+class CompletionRequest(_Sampling, CompletionContract):
     model: StrictStr | None = None
     prompt: StrictStr | list[StrictInt] = Field(..., description="text or token ids")
     echo: StrictBool = False
 
 
-class GenerateSampling(_Body):
+class GenerateSampling(GenerateSamplingContract):
     """SGLang's sampling_params (the fields we serve)."""
 
-    max_new_tokens: PositiveInt | None = None
     temperature: Temperature = 1.0
     top_p: TopP = 1.0
     top_k: TopK = -1
     stop: StrictStr | list[StrictStr] | None = None
     ignore_eos: StrictBool = False
     sampling_seed: StrictInt | None = None
-    custom_params: dict | None = Field(None, description="tpot_slo_ms / slo_class, as the "
-                                       "SGLang plugin reads them")
 
 
-class GenerateRequest(_Body):
+class GenerateRequest(GenerateContract):
     text: StrictStr | None = None
     input_ids: list[StrictInt] | None = None
     sampling_params: GenerateSampling = Field(default_factory=GenerateSampling)
     stream: StrictBool = False
     rid: StrictStr | None = None
-    slo: SLOField | None = None
 
     @model_validator(mode="after")
     def _one_prompt(self) -> GenerateRequest:

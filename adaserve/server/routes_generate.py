@@ -22,13 +22,13 @@ router = APIRouter(dependencies=[Depends(errors.require_json)])
 @router.post("/generate")
 async def generate(body: GenerateRequest, request: Request, srv: ServerDep) -> Response:
     sp = body.sampling_params
-    body_slo = body.slo.as_mapping() if body.slo is not None else _custom_slo(sp.custom_params)
-    slo_class, slo = slo_for(srv, request, body_slo)
+    slo_class, slo = slo_for(srv, request, body.slo, sp.custom_params,
+                             "sampling_params.custom_params")
     ids = srv.engine.encode(body.text) if body.text is not None else list(body.input_ids)
     params = params_for(srv, len(ids), "text" if body.text is not None else "input_ids",
                         max_tokens=sp.max_new_tokens, temperature=sp.temperature,
                         top_p=sp.top_p, top_k=sp.top_k, seed=sp.sampling_seed, stop=sp.stop,
-                        ignore_eos=sp.ignore_eos)
+                        ignore_eos=sp.ignore_eos, max_param="sampling_params.max_new_tokens")
     job = admit(srv, ids, params, slo_class, slo, rid=body.rid)
     if not body.stream:
         text, last = await job.collect(request)
@@ -64,12 +64,3 @@ def _meta(job: Job, out: Output, n_out: int) -> dict:
         m.update(job.finished(out))
     return m
 
-
-def _custom_slo(custom: dict | None) -> dict | None:
-    """SGLang-style custom_params {tpot_slo_ms, slo_class} as a body slo mapping."""
-    if not custom:
-        return None
-    ms, cls = custom.get("tpot_slo_ms"), custom.get("slo_class")
-    if ms is None and cls is None:
-        return None
-    return {"tpot_ms": ms, "class": cls}

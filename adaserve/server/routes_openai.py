@@ -25,12 +25,14 @@ Chunk = Callable[[dict, str | None], dict]
 async def chat_completions(body: ChatCompletionRequest, request: Request,
                            srv: ServerDep) -> Response:
     check_model(srv, body.model)
-    slo_class, slo = slo_for(srv, request, body.slo)
+    slo_class, slo = slo_for(srv, request, body.slo, body.custom_params)
     ids = srv.engine.encode_chat([m.model_dump() for m in body.messages])
     params = params_for(srv, len(ids), "messages",
                         max_tokens=body.max_completion_tokens or body.max_tokens,
                         temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
-                        seed=body.seed, stop=body.stop, ignore_eos=body.ignore_eos)
+                        seed=body.seed, stop=body.stop, ignore_eos=body.ignore_eos,
+                        max_param="max_completion_tokens" if body.max_completion_tokens
+                        else "max_tokens")
     job = admit(srv, ids, params, slo_class, slo)
     created, rid, model = int(time.time()), f"chatcmpl-{job.rid}", srv.settings.model_name
     if body.stream:
@@ -51,7 +53,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request,
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, request: Request, srv: ServerDep) -> Response:
     check_model(srv, body.model)
-    slo_class, slo = slo_for(srv, request, body.slo)
+    slo_class, slo = slo_for(srv, request, body.slo, body.custom_params)
     text_prompt = isinstance(body.prompt, str)
     ids = srv.engine.encode(body.prompt) if text_prompt else list(body.prompt)
     params = params_for(srv, len(ids), "prompt", max_tokens=body.max_tokens,

@@ -2,9 +2,12 @@
 
 A class is a TPOT in milliseconds, or a multiple of the machine's profiled baseline latency
 (seed 002's categories: baseline x1, x2.4, x8), or best effort. A request's SLO comes from
-the first of: body ``slo`` ({"tpot_ms": ...} or {"class": ...}), header ``X-SLO-TPOT-MS``,
-header ``X-SLO-Class``, the server's default class. Every millisecond value, wherever it is
-written, is read by ``slo_value.parse_tpot_ms`` (its docstring states the rule).
+the first of: body ``slo`` ({"tpot_ms": ...} or {"class": ...}), SGLang's ``custom_params``
+({"tpot_slo_ms": ...} or {"slo_class": ...}), header ``X-SLO-TPOT-MS``, header
+``X-SLO-Class``, the server's default class (``request_slo``: one function for every route
+of both backends, the embedded server and SGLang with the plugin). Every millisecond
+value, wherever it is written, is read by ``slo_value.parse_tpot_ms`` (its docstring states
+the rule).
 """
 
 from __future__ import annotations
@@ -98,6 +101,28 @@ def resolve(body_slo: Mapping | None, headers: Mapping[str, str],
     if "x-slo-class" in h:
         return _by_class(h["x-slo-class"].strip(), classes, "X-SLO-Class")
     return _by_class(default_class, classes, "default class")
+
+
+def request_slo(body_slo: Mapping | None, custom_params: object, headers: Mapping[str, str],
+                classes: Mapping[str, SLOClass], default_class: str,
+                custom_at: str = "custom_params") -> tuple[str, SLO]:
+    """(class label, SLO) of one request, first match wins: the body's slo object (already
+    validated: ``protocol.SLOField``), SGLang's custom_params ``{"tpot_slo_ms": ...}`` or
+    ``{"slo_class": ...}`` (found at ``custom_at`` in the body: ``custom_params`` on the
+    OpenAI routes, ``sampling_params.custom_params`` on /generate; other keys are SGLang's
+    and left alone), the headers, the default class. SLOError naming the field."""
+    if body_slo is None and custom_params is not None:
+        if not isinstance(custom_params, Mapping):
+            raise SLOError(f"{custom_at} must be an object", custom_at)
+        ms, name = custom_params.get("tpot_slo_ms"), custom_params.get("slo_class")
+        if ms is not None and name is not None:
+            raise SLOError(f"{custom_at} gives both tpot_slo_ms and slo_class; give one",
+                           custom_at)
+        if ms is not None:
+            return CUSTOM, SLO.from_ms(parse_tpot_ms(ms, f"{custom_at}.tpot_slo_ms"))
+        if name is not None:
+            return _by_class(name, classes, f"{custom_at}.slo_class")
+    return resolve(body_slo, headers, classes, default_class)
 
 
 def _by_class(name: object, classes: Mapping[str, SLOClass], param: str) -> tuple[str, SLO]:

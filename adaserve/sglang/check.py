@@ -19,13 +19,18 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from types import FunctionType
 
-from adaserve.sglang.plugin import (
+from adaserve.sglang.names import (
+    CHAT_RESPONSE,
+    COMPLETION_RESPONSE,
     GENERATE,
     HIDDEN,
     OPENAI,
     ORGANIZE,
     REPORT,
+    SERVE,
+    SERVER_INFO,
     SGLANG_VERSION,
+    TRITON_METADATA,
 )
 
 TARGETS = {
@@ -37,8 +42,17 @@ TARGETS = {
     "organize seam": ORGANIZE,
     "/generate route": GENERATE,
     "OpenAI routes": OPENAI,
+    "HTTP app set-up (the contract gate)": SERVE,
+    "/server_info (SLO classes)": SERVER_INFO,
     "response report": REPORT,
+    "chat response report": CHAT_RESPONSE,
+    "completion response report": COMPLETION_RESPONSE,
     "standalone hidden states": HIDDEN,
+    "ragged verify: triton target-verify metadata": TRITON_METADATA,
+    "ragged verify: SGLang's verify step": "sglang.srt.speculative.eagle_worker_common"
+                                           ".run_eagle_verify",
+    "ragged verify: SGLang's ragged layout": "sglang.srt.speculative.ragged_verify"
+                                             ".RaggedVerifyLayout.from_verify_lens",
     "server-args resolution": "sglang.srt.speculative.spec_registry.CustomSpecAlgo"
                               ".handle_server_args",
     "draft eager path (cuda_graph_runner None)":

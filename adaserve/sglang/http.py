@@ -1,14 +1,16 @@
-"""SLOs on SGLang's HTTP routes: X-SLO-TPOT-MS / X-SLO-Class headers (or, behind a router,
-their ``tracestate`` member: tracestate.py) and body ``custom_params`` (``tpot_slo_ms`` /
-``slo_class``), resolved once at the edge by the
-embedded server's rules, written back into ``custom_params`` (which SGLang carries to
-``req.sampling_params.custom_params`` in the scheduler unchanged), and a bad value is a
-400 before anything is queued.
+"""The HTTP contract on SGLang's routes (``contract.py``), and the SLO each request carries
+to the scheduler (body ``slo``, ``custom_params``, X-SLO-* headers or, behind a router,
+their ``tracestate`` member: tracestate.py): resolved once at the edge by the embedded
+server's rules, written into
+``custom_params`` (which SGLang carries to ``req.sampling_params.custom_params`` in the
+scheduler unchanged). A refused request gets its 4xx before anything is queued.
 
-Two AROUND hooks (plugin.register): ``http_server.serve_generate_request`` for /generate
-and ``OpenAIServingBase.handle_request`` for /v1/chat/completions and /v1/completions.
-The classes are ``slo.configured_classes()``, which the worker reads too, so both sides
-agree. On a server not running ADASERVE both hooks pass the request through untouched:
+AROUND hooks (plugin.register): ``http_server.serve_generate_request`` for /generate,
+``OpenAIServingBase.handle_request`` for /v1/chat/completions and /v1/completions,
+``http_server._setup_and_run_http_server``, which puts ``contract.ContractGate`` in
+front of SGLang's app before it starts, and ``build_server_info`` for /server_info. The
+classes are ``slo.configured_classes()``, which the worker reads too, so both sides agree.
+On a server not running ADASERVE every hook passes the request through untouched:
 installing adaserve must not change plain SGLang.
 """
 
@@ -16,17 +18,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from adaserve.server.slo_classes import SLOError
-from adaserve.sglang.slo import adaserve_selected, configured_classes, request_slo
+from adaserve.server.slo_classes import request_slo
+from adaserve.server.slo_value import SLOError
+from adaserve.sglang import contract
+from adaserve.sglang.contract import ContractError
+from adaserve.sglang.slo import adaserve_selected, configured_classes
 from adaserve.sglang.tracestate import slo_headers
 
 
-def resolved(custom_params: Mapping | None, headers: Mapping[str, str]) -> dict:
-    """custom_params with the request's SLO resolved into it (class and milliseconds;
-    best effort: no tpot_slo_ms). The headers include the SLO a router carried on
-    ``tracestate`` (tracestate.py). SLOError for bad input."""
+def resolved(body_slo: Mapping | None, custom_params: Mapping | None,
+             headers: Mapping[str, str], custom_at: str) -> dict:
+    """custom_params with the request's SLO resolved into it (class and milliseconds; best
+    effort: no tpot_slo_ms). The headers include the SLO a router carried on
+    ``tracestate`` (tracestate.py). ContractError for bad input."""
     classes, default = configured_classes()
-    label, slo = request_slo(custom_params, classes, default, slo_headers(headers))
+    try:
+        label, slo = request_slo(body_slo, custom_params, slo_headers(headers), classes,
+                                 default, custom_at)
+    except SLOError as e:
+        raise ContractError.of(e) from None
     out = dict(custom_params or {})
     out["slo_class"] = label
     out.pop("tpot_slo_ms", None)
@@ -35,36 +45,79 @@ def resolved(custom_params: Mapping | None, headers: Mapping[str, str]) -> dict:
     return out
 
 
-def _error_body(e: SLOError) -> dict:
-    return {"error": {"message": str(e), "type": "invalid_request_error", "param": e.param,
-                      "code": 400}}
+def _slo_mapping(checked) -> dict | None:
+    return None if checked.slo is None else checked.slo.as_mapping()
 
 
 async def generate_hook(original, obj, request):
-    """/generate: every sampling_params of the (possibly batched) request gets its SLO."""
+    """/generate: the contract on the body, then every sampling_params of the (possibly
+    batched) request gets its SLO."""
     from fastapi.responses import ORJSONResponse
     from sglang.srt.entrypoints.http_server import get_global_state
 
     if not adaserve_selected(getattr(get_global_state().tokenizer_manager, "server_args", None)):
         return await original(obj, request)
-    params = obj.sampling_params
-    many = isinstance(params, list)
     try:
-        items = params if many else [params or {}]
-        done = [{**p, "custom_params": resolved(p.get("custom_params"), request.headers)}
-                for p in items]
-    except SLOError as e:
-        return ORJSONResponse(status_code=400, content=_error_body(e))
+        top, items = contract.generate(await request.json())
+        params = obj.sampling_params
+        many = isinstance(params, list)
+        body_slo = _slo_mapping(top)
+        done = [{**(p or {}), "custom_params": resolved(body_slo, item.custom_params,
+                                                        request.headers,
+                                                        "sampling_params.custom_params")}
+                for p, item in zip(params if many else [params], items)]
+    except ContractError as e:
+        return ORJSONResponse(status_code=e.status, content=e.generate_body())
     obj.sampling_params = done if many else done[0]
     return await original(obj, request)
 
 
 async def openai_hook(original, self, request, raw_request):
-    """/v1/chat/completions and /v1/completions: custom_params of the OpenAI request."""
-    if adaserve_selected(self.tokenizer_manager.server_args) and hasattr(request,
-                                                                         "custom_params"):
-        try:
-            request.custom_params = resolved(request.custom_params, raw_request.headers)
-        except SLOError as e:
-            return self.create_error_response(str(e), param=e.param)
+    """/v1/chat/completions and /v1/completions: the contract on the body, and its SLO in
+    the request's custom_params."""
+    from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest
+
+    chat = isinstance(request, ChatCompletionRequest)
+    if not (adaserve_selected(self.tokenizer_manager.server_args)
+            and (chat or isinstance(request, CompletionRequest))):
+        return await original(self, request, raw_request)
+    try:
+        checked = contract.chat_or_completion(await raw_request.json(), chat)
+        request.custom_params = resolved(_slo_mapping(checked), checked.custom_params,
+                                         raw_request.headers, "custom_params")
+    except ContractError as e:
+        return self.create_error_response(e.message, status_code=e.status, param=e.param)
     return await original(self, request, raw_request)
+
+
+def serve_hook(original, server_args, *args, **kwargs):
+    """``_setup_and_run_http_server``: on an ADASERVE server, the contract gate joins
+    SGLang's app before it serves (as SGLang adds its API-key middleware there)."""
+    if adaserve_selected(server_args):
+        from sglang.srt.entrypoints.http_server import app
+
+        app.add_middleware(contract.ContractGate)
+    return original(server_args, *args, **kwargs)
+
+
+def server_info_hook(original, server_args, *args, **kwargs):
+    """``build_server_info`` (SGLang's /server_info): on an ADASERVE server, what the
+    embedded server's /server_info says of SLOs and speculation, under the same keys, so a
+    client (the load generator reads ``slo_classes``) needs no flag of its own."""
+    info = original(server_args, *args, **kwargs)
+    if not adaserve_selected(server_args):
+        return info
+    import os
+
+    from adaserve.sglang.server_args import VERIFY_ENV
+
+    classes, default = configured_classes()
+    baseline = os.environ.get("ADASERVE_BASELINE_MS")
+    return {**info,
+            "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec}
+                            for c in classes.values()],
+            "default_slo_class": default,
+            "baseline_latency_ms": float(baseline) if baseline else None,
+            "policy": os.environ.get("ADASERVE_POLICY", "adaserve"),
+            "budget": int(os.environ.get("ADASERVE_BUDGET", 0)) or None,  # None: the layout
+            "verify": os.environ.get(VERIFY_ENV) or "ragged where the target can"}

@@ -16,13 +16,20 @@ import logging
 
 log = logging.getLogger("adaserve.sglang")
 
-ALGORITHM = "ADASERVE"
-SGLANG_VERSION = "0.5.23"
-ORGANIZE = "sglang.srt.speculative.eagle_utils.organize_draft_results"
-GENERATE = "sglang.srt.entrypoints.http_server.serve_generate_request"
-OPENAI = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request"
-REPORT = "sglang.srt.managers.tokenizer_manager.TokenizerManager._calculate_spec_decoding_metrics"
-HIDDEN = "sglang.srt.speculative.spec_utils.spec_need_hidden_states"
+from adaserve.sglang.names import (
+    ALGORITHM,
+    CHAT_RESPONSE,
+    COMPLETION_RESPONSE,
+    GENERATE,
+    HIDDEN,
+    OPENAI,
+    ORGANIZE,
+    REPORT,
+    SERVE,
+    SERVER_INFO,
+    SGLANG_VERSION,
+    TRITON_METADATA,
+)
 
 _registered = False
 
@@ -44,8 +51,9 @@ def register() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    from adaserve.sglang.http import generate_hook, openai_hook
-    from adaserve.sglang.report import report_hook
+    from adaserve.sglang.http import generate_hook, openai_hook, serve_hook, server_info_hook
+    from adaserve.sglang.ragged import triton_metadata_hook
+    from adaserve.sglang.report import openai_response_hook, report_hook
     from adaserve.sglang.server_args import need_hidden_states_hook
     from adaserve.sglang.spec import AdaServeSpec, worker_class
     from adaserve.sglang.worker import organize_hook  # imports SGLang's EAGLE workers
@@ -57,8 +65,14 @@ def register() -> None:
     HookRegistry.register(ORGANIZE, organize_hook, HookType.AROUND)
     HookRegistry.register(GENERATE, generate_hook, HookType.AROUND)
     HookRegistry.register(OPENAI, openai_hook, HookType.AROUND)
+    HookRegistry.register(SERVE, serve_hook, HookType.AROUND)
+    HookRegistry.register(SERVER_INFO, server_info_hook, HookType.AROUND)
     HookRegistry.register(REPORT, report_hook, HookType.AROUND)
+    HookRegistry.register(CHAT_RESPONSE, openai_response_hook, HookType.AROUND)
+    HookRegistry.register(COMPLETION_RESPONSE, openai_response_hook, HookType.AROUND)
     HookRegistry.register(HIDDEN, need_hidden_states_hook, HookType.AROUND)
+    # passes every forward through but ADASERVE's ragged verify (ragged.py)
+    HookRegistry.register(TRITON_METADATA, triton_metadata_hook, HookType.AROUND)
     from adaserve.sglang.cpu import hooks as cpu
 
     if cpu.enabled():  # SGLang on a CPU (adaserve sglang serve-cpu): torch kernels

@@ -7,6 +7,11 @@ calls once per finished request of a speculative server, in the tokenizer manage
 the request's state still registered: its ``custom_params`` (the SLO the HTTP hooks
 resolved), its time stats (first token, finish) and the verify count.
 
+On the OpenAI routes SGLang builds its own response from ``meta_info`` and leaves the
+report out; ``openai_response_hook`` (AROUND the chat and completion builders) puts it at
+the top level of a non-streaming body, where the embedded server puts it. (Their streamed
+chunks do not carry it yet; /generate's do, in ``meta_info``.)
+
 With ``--enable-metrics`` the same hook records the request in the per-class SLO metrics
 (``adaserve.server.slo_metrics``, DESIGN.md "Metrics"), which SGLang's ``/metrics`` then
 shows beside its own: SGLang runs prometheus_client in multiprocess mode, and every
@@ -38,6 +43,25 @@ def slo_report(custom_params: Mapping | None, completion_tokens: int, verify_ct:
         "slo_attained": attained,
         "accepted_tokens_per_step": completion_tokens / verify_ct if verify_ct > 0 else None,
     }
+
+
+FIELDS = ("slo_class", "slo_tpot_ms", "tpot_ms", "ttft_ms", "slo_attained",
+          "accepted_tokens_per_step")
+
+
+def openai_response_hook(original, self, request, ret, created):
+    """SGLang's chat or completion body, with the SLO report of its (first) request."""
+    response = original(self, request, ret, created)
+    if not adaserve_selected(self.tokenizer_manager.server_args) or \
+            not hasattr(response, "model_dump"):
+        return response
+    meta = (ret[0] if ret else {}).get("meta_info") or {}
+    report = {k: meta[k] for k in FIELDS if k in meta}
+    if not report:
+        return response
+    from fastapi.responses import ORJSONResponse
+
+    return ORJSONResponse({**response.model_dump(), **report})
 
 
 def report_hook(original, self, meta_info, recv_obj, i):

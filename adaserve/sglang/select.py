@@ -27,6 +27,7 @@ class Organized:
     top_scores_index: torch.Tensor  # [bs, N - 1] SGLang's kept candidates, sorted
     draft_tokens: torch.Tensor  # [bs, N - 1]
     keep: torch.Tensor  # [bs, N] bool over verify positions, root (0) always kept
+    parent: torch.Tensor  # [bs, N] int64: each verify position's parent position, -1 root
     selection: Selection  # the scheduler's decision, for stats (expected tokens, targets)
 
 
@@ -50,4 +51,5 @@ def organize(score_list: list[torch.Tensor], token_list: list[torch.Tensor],
     selection = policy.select(batch, plan, cand)
     draft_tokens = torch.gather(tree.tokens, 1, index)
     keep = torch.from_numpy(selection.mask).to(tree.scores.device)
-    return Organized(tree.parent_list, index, draft_tokens, keep, selection)
+    parent = torch.from_numpy(cand.parent).to(tree.scores.device)
+    return Organized(tree.parent_list, index, draft_tokens, keep, parent, selection)

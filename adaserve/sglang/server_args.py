@@ -15,8 +15,14 @@ maximum, within which AdaServe picks each iteration's depth and width (Eq. 8-9).
 from __future__ import annotations
 
 import logging
+import os
+
+from adaserve.sglang.names import ALGORITHM
 
 log = logging.getLogger("adaserve.sglang")
+
+VERIFY_ENV = "ADASERVE_VERIFY"
+VERIFY_MODES = ("ragged", "uniform", "alternate")
 
 DEFAULT_SHAPE = (5, 4, 8)  # steps, top-k, draft tokens per request (SGLang's Llama EAGLE)
 MAX_RUNNING = 48  # what SGLang sets for speculative decoding when unset
@@ -33,6 +39,7 @@ def handle_server_args(args) -> None:
 
     configured_classes.cache_clear()
     configured_classes()  # a bad or missing SLO setting stops the launch, naming the variable
+    asked_verify()  # so does a misspelt ADASERVE_VERIFY
     # --speculative-adaptive: SGLang already turns it off, with a warning, for every
     # algorithm but EAGLE/EAGLE3; ADASERVE adapts depth and width itself (Eq. 8-9)
     if getattr(args, "speculative_use_rejection_sampling", False):
@@ -92,6 +99,37 @@ def need_hidden_states_hook(original):
     hidden states"); ADASERVE's draft is a standalone one."""
     from sglang.srt.speculative.spec_utils import get_spec
 
-    if get_spec().speculative_algorithm == "ADASERVE":
+    if get_spec().speculative_algorithm == ALGORITHM:
         return False
     return original()
+
+
+def asked_verify() -> str:
+    """ADASERVE_VERIFY as given: "ragged", "uniform" or "" (not set). ValueError otherwise."""
+    asked = os.environ.get(VERIFY_ENV, "").strip().lower()
+    if asked not in ("", *VERIFY_MODES):
+        raise ValueError(f"{VERIFY_ENV}={asked!r}: give ragged (verify only the positions "
+                         "AdaServe selects), uniform (SGLang's [batch, N] layout) or "
+                         "alternate (one, then the other, to compare them in one run)")
+    return asked
+
+
+def verify_mode(*, triton_backend: bool, verify_graphs: bool) -> tuple[str, str]:
+    """(ragged, uniform or alternate; why), decided once per server from what its target
+    runs. ``alternate`` verifies ragged and uniform in turn, iteration by iteration, so a
+    benchmark compares them under the same load and requests. Ragged verify
+    needs the triton attention backend (the one whose target-verify metadata the plugin
+    makes ragged: adaserve/sglang/ragged.py) and a target verifying without CUDA graphs
+    (its graphs are captured for [batch, N]; graphs per token bucket are designed in
+    docs/sglang.md, not built). Asked for where it cannot run: ValueError."""
+    asked = asked_verify()
+    blocker = ("the target's attention backend is not triton" if not triton_backend else
+               "the target verifies with CUDA graphs, captured for the uniform layout "
+               "(--disable-cuda-graph turns them off)" if verify_graphs else None)
+    if asked in ("ragged", "alternate") and blocker:
+        raise ValueError(f"{VERIFY_ENV}={asked} cannot run here: {blocker}")
+    if asked == "uniform":
+        return "uniform", f"{VERIFY_ENV}=uniform"
+    if blocker:
+        return "uniform", blocker
+    return asked or "ragged", f"{VERIFY_ENV}={asked or 'ragged (the default)'}"

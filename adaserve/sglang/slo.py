@@ -1,6 +1,7 @@
 """A request's TPOT SLO inside SGLang: ``custom_params`` carries it from HTTP to the
-scheduler unchanged (``tpot_slo_ms`` or ``slo_class``), resolved by the same rules and
-errors as the embedded server (``adaserve.server.slo_classes``)."""
+scheduler unchanged (``tpot_slo_ms`` or ``slo_class``), resolved at the edge by the
+embedded server's own ``slo_classes.request_slo`` (``http.py``); the classes come from the
+environment, read the same way in every process."""
 
 from __future__ import annotations
 
@@ -9,35 +10,15 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from adaserve.scheduler import SLO
+from adaserve.sglang.names import ALGORITHM
 from adaserve.server.slo_classes import (
     DEFAULT_CLASS,
     DEFAULT_CLASSES,
     SLOClass,
     SLOError,
     parse_classes,
-    resolve,
+    request_slo,
 )
-
-FIELDS = {"tpot_slo_ms": "tpot_ms", "slo_class": "class"}
-PARAMS = {"slo.tpot_ms": "custom_params.tpot_slo_ms", "slo.class": "custom_params.slo_class",
-          "slo": "custom_params"}
-
-
-def request_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass],
-                default_class: str, headers: Mapping[str, str] | None = None) -> tuple[str, SLO]:
-    """(class label, SLO): custom_params first, then the X-SLO-* headers, then the default
-    class. SLOError (a 400 at the HTTP layer) for a bad value or an unknown class."""
-    body = None
-    if custom_params is not None:
-        if not isinstance(custom_params, Mapping):
-            raise SLOError("custom_params must be an object", "custom_params")
-        given = {ours: custom_params[theirs] for theirs, ours in FIELDS.items()
-                 if custom_params.get(theirs) is not None}
-        body = given or None
-    try:
-        return resolve(body, headers or {}, classes, default_class)
-    except SLOError as e:  # name the field as the SGLang user wrote it
-        raise SLOError(str(e), PARAMS.get(e.param, e.param)) from None
 
 
 def scheduled_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass],
@@ -55,7 +36,7 @@ def scheduled_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass]
         except (TypeError, ValueError):
             pass
     try:
-        return request_slo(custom_params, classes, default_class)[1]
+        return request_slo(None, custom_params, {}, classes, default_class)[1]
     except SLOError:
         return classes[default_class].slo
 
@@ -90,7 +71,5 @@ def configured_classes() -> tuple[dict[str, SLOClass], str]:
 def adaserve_selected(server_args) -> bool:
     """Is this SGLang server running ADASERVE? The plugin loads into every SGLang server
     in its environment; its HTTP and report hooks must do nothing for the others."""
-    from adaserve.sglang.plugin import ALGORITHM
-
     algo = getattr(server_args, "speculative_algorithm", None)
     return str(algo or "").upper() == ALGORITHM

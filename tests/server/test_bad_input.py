@@ -47,7 +47,8 @@ BODY_CASES = [
     ("slo-text-not-ms", CHAT, _with(slo={"tpot_ms": "30s"}), {}, 400, "slo.tpot_ms"),
     ("hdr-text-not-ms", CHAT, GOOD, {"X-SLO-TPOT-MS": "30s"}, 400, "X-SLO-TPOT-MS"),
     ("custom-huge", "/generate", {"text": "a", "sampling_params": {
-        "custom_params": {"tpot_slo_ms": 1e308}}}, {}, 400, "slo.tpot_ms"),
+        "custom_params": {"tpot_slo_ms": 1e308}}}, {}, 400,
+     "sampling_params.custom_params.tpot_slo_ms"),
     ("malformed-json", CHAT, b'{"messages": [', {}, 400, None),
     ("not-an-object", CHAT, b'[1, 2, 3]', {}, 400, None),
     ("non-utf8", CHAT, b'{"messages":[{"role":"user","content":"\xff\xfe"}]}', {}, 400, None),
@@ -77,7 +78,8 @@ BODY_CASES = [
      None),
     ("generate-both-prompts", "/generate", {"text": "a", "input_ids": [1]}, {}, 400, None),
     ("generate-bad-custom-slo", "/generate", {"text": "a", "sampling_params": {
-        "custom_params": {"tpot_slo_ms": -1}}}, {}, 400, "slo.tpot_ms"),
+        "custom_params": {"tpot_slo_ms": -1}}}, {}, 400,
+     "sampling_params.custom_params.tpot_slo_ms"),
 ]
 
 

@@ -1,14 +1,14 @@
 """One SLO-value rule (adaserve.server.slo_value) for every place a TPOT is written: the
-body's slo.tpot_ms, the X-SLO-TPOT-MS header, SGLang's custom_params and --slo-classes."""
+body's slo.tpot_ms, the X-SLO-TPOT-MS header, SGLang's custom_params (on both backends)
+and --slo-classes."""
 
 from __future__ import annotations
 
 import pytest
 
 from adaserve.server.protocol import SLOField
-from adaserve.server.slo_classes import parse_classes, resolve
+from adaserve.server.slo_classes import parse_classes, request_slo, resolve
 from adaserve.server.slo_value import MAX_TPOT_MS, MIN_TPOT_MS, SLOError, parse_tpot_ms
-from adaserve.sglang.slo import request_slo
 
 CLASSES = parse_classes("relaxed=100", None)
 
@@ -30,8 +30,8 @@ def _everywhere(value: object) -> dict[str, float]:
     return {
         "body": resolve({"tpot_ms": value}, {}, CLASSES, "relaxed")[1].tpot_s * 1e3,
         "pydantic body": SLOField.model_validate({"tpot_ms": value}).tpot_ms,
-        "sglang custom_params": request_slo({"tpot_slo_ms": value}, CLASSES,
-                                            "relaxed")[1].tpot_s * 1e3,
+        "custom_params": request_slo(None, {"tpot_slo_ms": value}, {}, CLASSES,
+                                     "relaxed")[1].tpot_s * 1e3,
         "class flag": parse_classes(f"c={value}", None)["c"].tpot_ms,
         "header": resolve(None, {"X-SLO-TPOT-MS": str(value)}, CLASSES,
                           "relaxed")[1].tpot_s * 1e3,
@@ -54,8 +54,10 @@ def test_every_source_refuses_the_same_values(value):
         resolve({"tpot_ms": value}, {}, CLASSES, "relaxed")
     with pytest.raises(ValueError):
         SLOField.model_validate({"tpot_ms": value})
-    with pytest.raises(ValueError):
-        request_slo({"tpot_slo_ms": value}, CLASSES, "relaxed")
+    with pytest.raises(SLOError) as e:
+        request_slo(None, {"tpot_slo_ms": value}, {}, CLASSES, "relaxed",
+                    "sampling_params.custom_params")
+    assert e.value.param == "sampling_params.custom_params.tpot_slo_ms"
     if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
         with pytest.raises(ValueError):  # as text: the header and the flag
             resolve(None, {"X-SLO-TPOT-MS": str(value)}, CLASSES, "relaxed")

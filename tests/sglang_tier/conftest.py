@@ -32,3 +32,44 @@ def model(tmp_path_factory):
     (d / "config.json").write_text(json.dumps(LLAMA))
     load_plugins()
     return str(d)
+
+
+@pytest.fixture(scope="session")
+def logdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("serve_cpu")
+
+
+@pytest.fixture(scope="session")
+def plain_outputs(logdir) -> dict[str, list[int]]:
+    """Greedy outputs of SGLang without speculation, and no ADASERVE_* setting: the
+    plugin's hooks are loaded into this server too (its entry point is installed) and
+    must leave it alone. Before that fix its warm-up /generate answered 500 and the server
+    never started. Stopped before the ADASERVE server starts: one at a time on 2 cores."""
+    from servers import PROMPTS, Server
+
+    s = Server("plain", ["--algorithm", "none"], {}, logdir)
+    try:
+        out = {}
+        for p in PROMPTS:
+            r = s.generate(p)
+            assert r.status_code == 200, r.text
+            out[p] = r.json()["output_ids"]
+        return out
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def ada(logdir, plain_outputs):  # after the plain server has stopped
+    """SGLang with ADASERVE: its real draft, ragged verify (the default), a budget under
+    the layout, the iteration log, and SGLang's strict idle-time pool check."""
+    from servers import BUDGET, CLASSES, SHAPE, Server
+
+    s = Server("adaserve", [*SHAPE, "--budget", str(BUDGET), "--slo-classes", CLASSES,
+                            "--default-class", "relaxed", "--enable-metrics",
+                            "--iteration-log", str(logdir / "iterations.jsonl")],
+               {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}, logdir)
+    yield s
+    assert s.alive(), s.tail()
+    assert "memory leak detected" not in s.log.read_text(errors="replace")
+    s.stop()

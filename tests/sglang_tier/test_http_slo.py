@@ -1,9 +1,11 @@
-"""SLOs from headers and custom_params reach ``custom_params`` through SGLang's real
-/generate route and request objects; bad values get a 400 and nothing is queued.
+"""The contract on SGLang's routes: SLOs from the body's slo object, custom_params and
+headers reach ``custom_params`` through SGLang's real routes and request objects; what the
+embedded server refuses gets the same 4xx naming the same field, and nothing is queued.
 
 SGLang's app is driven in-process (FastAPI TestClient) with the plugin's hooks applied by
-SGLang's own loader; the tokenizer manager, which would need a running model, is replaced
-by a recorder of what the route hands it."""
+SGLang's own loader and the plugin's contract gate in front of it, as an ADASERVE server
+runs it; the tokenizer manager and the OpenAI serving objects, which would need a running
+model, are replaced by recorders of what the routes hand them."""
 
 from __future__ import annotations
 
@@ -39,10 +41,16 @@ def client(monkeypatch):
     monkeypatch.setenv("ADASERVE_BASELINE_MS", "20")
     configured_classes.cache_clear()
     load_plugins()
+    from adaserve.sglang.contract import ContractGate
+
     rec = Recorder()
     monkeypatch.setattr(http_server, "_global_state",
                         http_server._GlobalState(rec, None, {}))
-    yield TestClient(http_server.app), rec
+    monkeypatch.setattr(http_server.app.state, "openai_serving_chat",
+                        RecordingServing.make(), raising=False)
+    monkeypatch.setattr(http_server.app.state, "openai_serving_completion",
+                        RecordingServing.make(), raising=False)
+    yield TestClient(ContractGate(http_server.app)), rec
     configured_classes.cache_clear()
 
 
@@ -87,9 +95,19 @@ def test_the_scheduler_gives_unresolvable_fields_the_default_class(custom, monke
 
 
 @pytest.mark.parametrize("body, headers, param", [
-    ({"sampling_params": {"custom_params": {"tpot_slo_ms": -1}}}, {}, "custom_params.tpot_slo_ms"),
-    ({"sampling_params": {"custom_params": {"tpot_slo_ms": "fast"}}}, {}, "custom_params.tpot_slo_ms"),
-    ({"sampling_params": {"custom_params": {"slo_class": "platinum"}}}, {}, "custom_params.slo_class"),
+    ({"sampling_params": {"custom_params": {"tpot_slo_ms": -1}}}, {},
+     "sampling_params.custom_params.tpot_slo_ms"),
+    ({"sampling_params": {"custom_params": {"tpot_slo_ms": "fast"}}}, {},
+     "sampling_params.custom_params.tpot_slo_ms"),
+    ({"sampling_params": {"custom_params": {"slo_class": "platinum"}}}, {},
+     "sampling_params.custom_params.slo_class"),
+    ({"slo": {"tpot_ms": 0}}, {}, "slo.tpot_ms"),
+    ({"slo": {"class": "platinum"}}, {}, "slo.class"),
+    ({"slo": "urgent"}, {}, "slo"),
+    ({"slo": {"tpot": 30}}, {}, "slo.tpot"),
+    ({"sampling_params": {"max_new_tokens": 0}}, {}, "sampling_params.max_new_tokens"),
+    ({"text": ["a", "b"], "sampling_params": [{"max_new_tokens": 2}, {"max_new_tokens": -1}]},
+     {}, "sampling_params.1.max_new_tokens"),
     ({}, {"X-SLO-TPOT-MS": "nan"}, "X-SLO-TPOT-MS"),
     ({}, {"X-SLO-TPOT-MS": "0"}, "X-SLO-TPOT-MS"),
     ({}, {"X-SLO-Class": "gold"}, "X-SLO-Class"),
@@ -129,34 +147,162 @@ class RecordingServing:
         return Serving(TM())
 
 
-def raw(headers: dict):
+def raw(headers: dict, body: dict | None = None):
+    """The route's starlette Request: its headers, and the JSON body FastAPI parsed."""
     from starlette.requests import Request
 
+    data = json.dumps(body if body is not None else {}).encode()
+
+    async def receive():
+        return {"type": "http.request", "body": data, "more_body": False}
+
     return Request({"type": "http", "method": "POST", "path": "/v1/chat/completions",
-                    "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]})
+                    "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]},
+                   receive)
 
 
-@pytest.mark.parametrize("kind", ["chat", "completion"])
-def test_openai_routes_get_the_slo(client, kind):
+def openai_call(serving, kind, headers, **fields):
+    """SGLang's request object and the raw request, from one body, as FastAPI makes them."""
     import asyncio
 
     from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest
 
+    body = ({"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields}
+            if kind == "chat" else {"model": "m", "prompt": "hi", **fields})
+    cls = ChatCompletionRequest if kind == "chat" else CompletionRequest
+    return asyncio.run(serving.handle_request(cls.model_validate(body), raw(headers, body)))
+
+
+@pytest.mark.parametrize("kind", ["chat", "completion"])
+def test_openai_routes_get_the_slo(client, kind):
     serving = RecordingServing.make()
-
-    def request(**kw):
-        if kind == "chat":
-            return ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], **kw)
-        return CompletionRequest(model="m", prompt="hi", **kw)
-
-    run = asyncio.run
-    got = run(serving.handle_request(request(), raw({"X-SLO-Class": "urgent"})))
+    got = openai_call(serving, kind, {"X-SLO-Class": "urgent"})
     assert got == {"custom_params": {"slo_class": "urgent", "tpot_slo_ms": 20.0}}
-    got = run(serving.handle_request(request(custom_params={"tpot_slo_ms": 33}),
-                                     raw({"X-SLO-Class": "urgent"})))
+    got = openai_call(serving, kind, {"X-SLO-Class": "urgent"}, custom_params={"tpot_slo_ms": 33})
     assert got == {"custom_params": {"slo_class": "custom", "tpot_slo_ms": 33.0}}
-    bad = run(serving.handle_request(request(), raw({"X-SLO-TPOT-MS": "-3"})))
+    # the body's slo object (ignored with a 200 before), first of all sources
+    got = openai_call(serving, kind, {"X-SLO-TPOT-MS": "99"}, slo={"class": "moderate"},
+                      custom_params={"tpot_slo_ms": 33})
+    assert got == {"custom_params": {"slo_class": "moderate", "tpot_slo_ms": 48.0}}
+    bad = openai_call(serving, kind, {"X-SLO-TPOT-MS": "-3"})
     assert bad.status_code == 400
-    err = json.loads(bad.body)
-    assert err["param"] == "X-SLO-TPOT-MS"
+    err = json.loads(bad.body)  # SGLang's own error shape on its OpenAI routes
+    assert err["object"] == "error" and err["param"] == "X-SLO-TPOT-MS"
     assert err["message"] == "X-SLO-TPOT-MS must be finite and > 0 milliseconds, got -3.0"
+
+
+OPENAI = {"chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+          "completion": ("/v1/completions", {"prompt": "hi"})}
+
+
+@pytest.mark.parametrize("fields, param", [
+    (dict(slo={"tpot_ms": -1}), "slo.tpot_ms"),
+    (dict(slo={"class": "platinum"}), "slo.class"),
+    (dict(slo="urgent"), "slo"),
+    (dict(slo={"tpot_ms": 30, "class": "urgent"}), "slo"),
+    (dict(max_tokens=0), "max_tokens"),
+    (dict(max_tokens=2.5), "max_tokens"),
+    (dict(max_tokens="8"), "max_tokens"),
+    (dict(custom_params={"slo_class": "gold"}), "custom_params.slo_class"),
+])
+@pytest.mark.parametrize("kind", ["chat", "completion"])
+def test_openai_routes_refuse_what_the_embedded_server_refuses(client, kind, fields, param):
+    """The contract's fields, checked by the embedded server's own models and worded by its
+    error description: the same param and message, in SGLang's error shape. (SGLang's own
+    models took max_tokens 0 on chat and refused it on completions naming no field.)"""
+    from adaserve.server.errors import describe
+    from adaserve.server.protocol import ChatCompletionRequest, CompletionRequest
+
+    c, rec = client
+    path, base = OPENAI[kind]
+    r = c.post(path, json={"model": "m", **base, **fields})
+    assert r.status_code == 400, r.text
+    err = r.json()
+    assert err["object"] == "error" and err["param"] == param, err
+    model = ChatCompletionRequest if kind == "chat" else CompletionRequest
+    try:
+        model.model_validate({**base, **fields})
+    except ValueError as e:  # pydantic's: worded as the embedded server words it
+        assert (err["message"], err["param"]) == describe(e.errors())
+    else:  # refused when the SLO is resolved
+        assert "slo" in param or "custom_params" in param
+    assert rec.seen == []
+    assert c.post(path, json={"model": "m", **base}).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/generate", "/v1/chat/completions", "/v1/completions"])
+def test_a_body_not_sent_as_json_is_a_415(client, path):
+    c, rec = client
+    r = c.post(path, content=b'{"text": "hi"}', headers={"Content-Type": "text/plain"})
+    assert r.status_code == 415, r.text
+    assert "Content-Type: application/json" in r.text
+    assert rec.seen == []
+
+
+def test_openai_routes_get_the_slo_over_http(client):
+    c, _ = client
+    r = c.post("/v1/chat/completions", headers={"X-SLO-TPOT-MS": "99"}, json={
+        "model": "m", "messages": [{"role": "user", "content": "hi"}],
+        "slo": {"tpot_ms": "30ms"}})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"custom_params": {"slo_class": "custom", "tpot_slo_ms": 30.0}}
+
+
+class CharTokenizer:
+    """One token per character, a chat template of role + content: enough to count."""
+
+    def encode(self, text, add_special_tokens=False):
+        return list(range(len(text)))
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
+        return list(range(sum(len(m["role"]) + len(m["content"]) for m in messages)))
+
+
+@pytest.mark.parametrize("path, body, param", [
+    ("/generate", {"text": "x" * 40}, "text"),
+    ("/generate", {"input_ids": list(range(32))}, "input_ids"),
+    ("/generate", {"text": "x" * 10, "sampling_params": {"max_new_tokens": 30}},
+     "sampling_params.max_new_tokens"),
+    ("/v1/completions", {"model": "m", "prompt": "x" * 40}, "prompt"),
+    ("/v1/completions", {"model": "m", "prompt": "x" * 10, "max_tokens": 23}, "max_tokens"),
+    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "x" * 30}]},
+     "messages"),
+    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "x"}],
+                              "max_completion_tokens": 40}, "max_completion_tokens"),
+])
+def test_lengths_over_the_context_are_refused_as_the_embedded_server_refuses(
+        client, path, body, param):
+    """A context of 32 tokens: the embedded server's length rule over SGLang's served
+    tokenizer, naming the field (SGLang's own check named none)."""
+    from adaserve.sglang.contract import ContractGate, Served
+
+    _, rec = client
+    c = TestClient(ContractGate(http_server.app, Served(CharTokenizer(), 32)))
+    r = c.post(path, json=body)
+    assert r.status_code == 400, r.text
+    err = r.json().get("error", r.json())  # /generate's shape, or SGLang's OpenAI one
+    assert err["param"] == param, err
+    assert "context limit is 32" in err["message"], err
+    assert rec.seen == []
+    short = {**body, "text": "x"} if path == "/generate" and "text" in body else None
+    if short is not None and "sampling_params" not in body:  # what fits goes through
+        assert c.post(path, json=short).status_code == 200
+
+
+def test_server_info_lists_the_classes_as_the_embedded_server_does(client, monkeypatch):
+    """The load generator reads slo_classes from /server_info on either backend."""
+    from sglang.srt.entrypoints.http_server import build_server_info
+
+    from adaserve.sglang.http import server_info_hook
+
+    monkeypatch.setenv("ADASERVE_BUDGET", "8")
+    args = SimpleNamespace(speculative_algorithm="ADASERVE")
+    info = server_info_hook(lambda a, s: {"sglang": "its own"}, args, {})
+    assert info["sglang"] == "its own" and info["budget"] == 8
+    assert {c["name"]: c["tpot_ms"] for c in info["slo_classes"]} == {
+        "urgent": 20.0, "moderate": 48.0, "relaxed": 160.0, "best-effort": None}
+    assert info["default_slo_class"] == "relaxed" and info["baseline_latency_ms"] == 20.0
+    plain = server_info_hook(lambda a, s: {"sglang": "its own"},
+                             SimpleNamespace(speculative_algorithm=None), {})
+    assert plain == {"sglang": "its own"}
+    assert getattr(build_server_info, "__wrapped__", None) is not None  # hooked where used

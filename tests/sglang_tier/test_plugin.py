@@ -46,3 +46,19 @@ def test_builtin_names_stay_builtin():
     assert SpeculativeAlgorithm.from_string("STANDALONE") is SpeculativeAlgorithm.STANDALONE
     with pytest.raises(ValueError):
         SpeculativeAlgorithm.register("STANDALONE")
+
+
+def test_the_shared_names_import_no_hook():
+    """slo.py (read by the HTTP hooks and the worker) took ALGORITHM from plugin.py, which
+    imports every hook and SGLang's workers: an import circle. The names live in names.py;
+    importing slo, check or names loads neither plugin nor sglang."""
+    import subprocess
+    import sys
+
+    code = ("import sys, adaserve.sglang.slo, adaserve.sglang.check, adaserve.sglang.names; "
+            "adaserve.sglang.slo.adaserve_selected(None); "
+            "print(sorted(m for m in sys.modules if m == 'adaserve.sglang.plugin' "
+            "or m.split('.')[0] == 'sglang'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

@@ -4,6 +4,7 @@ TokenizerManager method, from the request's real state objects."""
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -50,3 +51,32 @@ def test_meta_info_gets_the_report(monkeypatch, custom, finished, attained):
 def test_one_token_has_no_gap_to_miss():
     r = slo_report({"slo_class": "urgent", "tpot_slo_ms": 1.0}, 1, 1, 1.0, 2.0, 2.0)
     assert r["tpot_ms"] is None and r["slo_attained"] is True
+
+
+def test_openai_bodies_carry_the_report_where_the_embedded_server_puts_it():
+    """SGLang builds its chat body from meta_info and left the report out; the hook puts
+    it at the top level of a non-streaming body on ADASERVE servers only."""
+    from types import SimpleNamespace
+
+    from sglang.srt.entrypoints.openai.protocol import ChatCompletionResponse, UsageInfo
+
+    from adaserve.sglang.report import openai_response_hook
+
+    meta = {"id": "r1", "slo_class": "urgent", "slo_tpot_ms": 20.0, "tpot_ms": 31.5,
+            "ttft_ms": 120.0, "slo_attained": False, "accepted_tokens_per_step": 1.5}
+
+    def build(self, request, ret, created):
+        return ChatCompletionResponse(id="r1", created=created, model="m", choices=[],
+                                      usage=UsageInfo(prompt_tokens=3, completion_tokens=5,
+                                                      total_tokens=8))
+
+    def serving(algorithm):
+        return SimpleNamespace(tokenizer_manager=SimpleNamespace(
+            server_args=SimpleNamespace(speculative_algorithm=algorithm)))
+
+    out = openai_response_hook(build, serving("ADASERVE"), None, [{"meta_info": meta}], 7)
+    body = json.loads(out.body)
+    assert body["usage"]["completion_tokens"] == 5 and body["created"] == 7
+    assert {k: body[k] for k in meta if k != "id"} == {k: v for k, v in meta.items() if k != "id"}
+    plain = openai_response_hook(build, serving("STANDALONE"), None, [{"meta_info": meta}], 7)
+    assert isinstance(plain, ChatCompletionResponse)  # another server's body, untouched

@@ -79,3 +79,39 @@ def test_the_standalone_draft_takes_no_hidden_states(model, monkeypatch):
         monkeypatch.setattr(spec_utils, "get_spec", lambda a=algo: SimpleNamespace(
             speculative_algorithm=a, enable_multi_layer_eagle=False))
         assert spec_utils.spec_need_hidden_states() is want, algo
+
+
+def test_a_misspelt_verify_mode_stops_the_launch(model, monkeypatch):
+    monkeypatch.setenv("ADASERVE_VERIFY", "raged")
+    with pytest.raises(ValueError, match="ADASERVE_VERIFY='raged'"):
+        resolved(model, speculative_draft_model_path=model)
+
+
+@pytest.mark.parametrize("asked, triton, graphs, want", [
+    ("", True, False, "ragged"),  # the default where the target can
+    ("ragged", True, False, "ragged"),
+    ("alternate", True, False, "alternate"),
+    ("uniform", True, False, "uniform"),
+    ("", False, False, "uniform"),  # another attention backend: uniform, saying why
+    ("", True, True, "uniform"),  # verify CUDA graphs, captured for [bs, N]
+])
+def test_which_verify_runs(monkeypatch, asked, triton, graphs, want):
+    from adaserve.sglang.server_args import verify_mode
+
+    monkeypatch.setenv("ADASERVE_VERIFY", asked)
+    mode, why = verify_mode(triton_backend=triton, verify_graphs=graphs)
+    assert mode == want and why
+    if want == "uniform" and asked != "uniform":
+        assert ("triton" in why) != ("CUDA graphs" in why)
+
+
+@pytest.mark.parametrize("asked", ["ragged", "alternate"])
+@pytest.mark.parametrize("triton, graphs, reason", [(False, False, "not triton"),
+                                                    (True, True, "CUDA graphs")])
+def test_ragged_asked_for_where_it_cannot_run_is_an_error(monkeypatch, triton, graphs, reason,
+                                                          asked):
+    from adaserve.sglang.server_args import verify_mode
+
+    monkeypatch.setenv("ADASERVE_VERIFY", asked)
+    with pytest.raises(ValueError, match=reason):
+        verify_mode(triton_backend=triton, verify_graphs=graphs)

@@ -30,7 +30,7 @@ from adaserve.sglang.worker import AdaServeDraftWorker
 TOPK, STEPS, N = 2, 3, 6
 
 
-def make_worker(monkeypatch, budget: str | None) -> AdaServeDraftWorker:
+def make_worker(monkeypatch, budget: str | None, ragged: bool = False) -> AdaServeDraftWorker:
     load_plugins()
     monkeypatch.setenv("ADASERVE_SLO_CLASSES", "urgent=20,relaxed=400,best-effort")
     monkeypatch.setenv("ADASERVE_DEFAULT_CLASS", "relaxed")
@@ -46,6 +46,11 @@ def make_worker(monkeypatch, budget: str | None) -> AdaServeDraftWorker:
     w.cuda_graph_runner = "a captured draft-decode graph"
     w.__class__ = AdaServeDraftWorker
     w.setup_adaserve()
+    # what ``next_ragged`` decides from the target (a triton backend, no graphs)
+    w._verify = "ragged" if ragged else "uniform"
+    # the plan's draft shape needs SGLang's draft runner, absent here (test_shapes.py covers
+    # it): the compiled shape runs, as on a server whose plan keeps it
+    w._shapes = False
     return w
 
 
@@ -79,11 +84,10 @@ def _sglang_draft(seen):
 
 
 def test_an_iteration_selects_per_request_and_unlinks_the_rest(worker, monkeypatch):
+    """ADASERVE_VERIFY=uniform (or a target that cannot verify ragged): the positions not
+    selected are unlinked inside SGLang's [bs, N] layout."""
     seen = []
     monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_draft(seen), raising=False)
-    # the plan's draft shape needs SGLang's draft runner, absent here (test_shapes.py covers
-    # it): the compiled shape runs, as on a server whose plan keeps it
-    monkeypatch.setattr(worker, "_shapes", False)
     reqs = [_req("u", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 30, 9),
             _req("r", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 12, 1),
             _req("n", None, 5, 0)]  # no SLO in custom_params: the default class
@@ -144,4 +148,140 @@ def test_by_default_best_effort_requests_get_sglangs_eagle2_trees(monkeypatch):
     for b in range(3):
         assert sum(len(children(verify.retrieve_next_token, verify.retrieve_next_sibling,
                                 b, p)) for p in range(N)) == N - 1
+    configured_classes.cache_clear()
+
+
+def _sglang_verify_input(seen):
+    """SGLang's draft through to its verify input: the step lists, the organize call at
+    the worker's call site, the tree (mask, positions, links) from SGLang's builder in the
+    FULL_MASK layout the triton backend reads, in SGLang's EagleVerifyInput."""
+    from sglang.srt.speculative.eagle_info import EagleVerifyInput
+    from test_compact import sglang_tree
+
+    gen = torch.Generator().manual_seed(11)
+
+    def draft(self, batch, *, with_topology=False):
+        bs = len(batch.reqs)
+        lists = random_draft(bs, self.topk, self.speculative_num_steps, gen=gen)
+        parent_list, top, tokens = eagle_worker_v2.organize_draft_results(
+            *lists, self.speculative_num_draft_tokens)
+        n = self.speculative_num_draft_tokens
+        mask, positions, index, nt, ns = sglang_tree(parent_list, top, batch.seq_lens,
+                                                     self.topk, self.speculative_num_steps, n)
+        roots = torch.arange(bs) + 100
+        v = EagleVerifyInput(
+            draft_token=torch.cat([roots[:, None], tokens], 1).flatten(), custom_mask=mask,
+            positions=positions, retrieve_index=index, retrieve_next_token=nt,
+            retrieve_next_sibling=ns, retrieve_cum_len=None,
+            spec_steps=self.speculative_num_steps, topk=self.topk, draft_token_num=n,
+            capture_hidden_mode=None, seq_lens_sum=None, seq_lens_cpu=None)
+        seen.append(v)
+        return v
+    return draft
+
+
+def test_a_ragged_iteration_verifies_the_selection_only(monkeypatch):
+    """The default where the target can: the verify input the target forward sees holds
+    the selected positions only (at most ADASERVE_BUDGET tokens over the batch), each
+    request's first L_b slots of its verify window, SGLang's ragged layout of them, and the
+    tree over compacted slots for what follows the forward."""
+    from adaserve.sglang.ragged import RaggedVerifyInput
+
+    w = make_worker(monkeypatch, "7", ragged=True)
+    seen = []
+    monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_verify_input(seen),
+                        raising=False)
+    w.req_to_token_pool = SimpleNamespace(
+        size=8, req_to_token=torch.arange(8 * 64).view(8, 64) + 5000)
+    reqs = [_req("u", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 30, 9),
+            _req("r", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 12, 1),
+            _req("n", None, 5, 0)]
+    seq_lens = torch.tensor([38, 12, 5])
+    batch = SimpleNamespace(reqs=reqs, forward_mode=ForwardMode.DECODE,
+                            req_pool_indices=torch.tensor([6, 1, 3]), seq_lens=seq_lens)
+
+    verify = w.draft(batch)
+
+    keep = w.organized.keep
+    lens = keep.sum(1)
+    assert isinstance(verify, RaggedVerifyInput)
+    total = int(lens.sum())
+    assert w.selected_tokens == total <= 7 < keep.numel()  # the budget bounds the forward
+    assert verify.draft_token.numel() == verify.positions.numel() == total
+    assert verify.ragged_verify_layout.verify_lens_cpu == lens.tolist()
+    assert verify.ragged_verify_layout.qo_indptr_device.tolist() == \
+        [0, *torch.cumsum(lens, 0).tolist()]
+    before = seen[0]
+    window = w.req_to_token_pool.req_to_token[batch.req_pool_indices[:, None],
+                                              seq_lens[:, None] + torch.arange(N)]
+    at = 0
+    for b in range(3):
+        kept = torch.nonzero(keep[b]).flatten()
+        L = len(kept)
+        # the kept tokens at their depths, written to the first L slots of the window
+        assert torch.equal(verify.draft_token[at: at + L], before.draft_token[b * N + kept])
+        assert torch.equal(verify.positions[at: at + L], before.positions[b * N + kept])
+        assert torch.equal(verify.prepared_out_cache_loc[at: at + L], window[b, :L])
+        # the links SGLang's verify walks reach compacted slots 0..L-1, nothing else
+        reach, stack = set(), [0]
+        while stack:
+            p = stack.pop()
+            reach.add(p)
+            stack += children(verify.retrieve_next_token, verify.retrieve_next_sibling, b, p)
+        assert reach == set(range(L))
+        at += L
+    assert verify.custom_mask.numel() == int((lens * (seq_lens + lens)).sum())
+    configured_classes.cache_clear()
+
+
+def test_at_b_no_more_than_n_every_class_verifies_its_root_only(monkeypatch, caplog):
+    """Three requests, one urgent (behind its SLO), one relaxed, one best effort, and a
+    budget of 3: Algorithm 2 spends B on the roots first, so each request gets exactly one
+    position, whatever its class -- and the worker says why. With B = 7 the urgent one is
+    served first."""
+    import logging
+    import time
+
+    reqs = [_req("u", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 30, 9),
+            _req("r", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 12, 1),
+            _req("b", {"slo_class": "best-effort"}, 5, 0)]
+    counts = {}
+    for budget in ("3", "7"):
+        w = make_worker(monkeypatch, budget, ragged=True)
+        w.req_to_token_pool = SimpleNamespace(size=8, req_to_token=torch.arange(8 * 64).view(8, 64))
+        # the urgent request first decoded 10 s ago: 8 tokens in 10 s is far behind 20 ms
+        w.first_token_at["u"] = time.perf_counter() - 10.0
+        monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_verify_input([]),
+                            raising=False)
+        batch = SimpleNamespace(reqs=reqs, forward_mode=ForwardMode.DECODE,
+                                req_pool_indices=torch.tensor([0, 1, 2]),
+                                seq_lens=torch.tensor([38, 12, 5]))
+        with caplog.at_level(logging.INFO, logger="adaserve.sglang.worker"):
+            verify = w.draft(batch)
+        counts[budget] = w.organized.keep.sum(1).tolist()
+        assert verify.ragged_verify_layout.verify_lens_cpu == counts[budget]
+    assert counts["3"] == [1, 1, 1]
+    assert "3 requests and B = 3: no budget beyond the roots" in caplog.text
+    assert counts["7"][0] > counts["7"][1]  # the urgent request is served first
+    configured_classes.cache_clear()
+
+
+def test_alternate_verifies_ragged_and_uniform_in_turn(monkeypatch):
+    """ADASERVE_VERIFY=alternate: a benchmark's side-by-side comparison in one server --
+    ragged, uniform, ragged, ... -- over the same selection rule."""
+    from adaserve.sglang.ragged import RaggedVerifyInput
+
+    w = make_worker(monkeypatch, "7", ragged=True)
+    w._verify = "alternate"
+    w.req_to_token_pool = SimpleNamespace(size=8, req_to_token=torch.arange(8 * 64).view(8, 64))
+    monkeypatch.setattr(StandaloneDraftWorker, "draft", _sglang_verify_input([]), raising=False)
+    reqs = [_req("u", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 30, 9),
+            _req("r", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 12, 1)]
+    batch = SimpleNamespace(reqs=reqs, forward_mode=ForwardMode.DECODE,
+                            req_pool_indices=torch.tensor([0, 1]), seq_lens=torch.tensor([38, 12]))
+    kinds = []
+    for _ in range(4):
+        verify = w.draft(batch)
+        kinds.append((isinstance(verify, RaggedVerifyInput), w.ragged))
+    assert kinds == [(True, True), (False, False), (True, True), (False, False)]
     configured_classes.cache_clear()

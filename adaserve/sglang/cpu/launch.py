@@ -28,6 +28,9 @@ import os
 import sys
 from pathlib import Path
 
+from adaserve.engine.full_vocab import HOT_TOKENS
+from adaserve.engine.weights import FULL_VOCAB_DRAFT
+
 BOOT = Path(__file__).resolve().parent / "boot"
 ALGORITHMS = ("ADASERVE", "STANDALONE", "none")
 
@@ -36,10 +39,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="smollm2-135m",
                    help="the target: smollm2-135m (converted from the packaged GGUF on first "
                         "use) or a local Hugging Face directory")
-    p.add_argument("--draft", default="target",
-                   help="the draft SGLang loads as a standalone model: 'target' (the target "
-                        "itself; the packaged distilled draft has a reduced vocabulary SGLang "
-                        "cannot load) or a local Hugging Face directory")
+    p.add_argument("--draft", default=FULL_VOCAB_DRAFT,
+                   help=f"the draft SGLang loads as a standalone model: {FULL_VOCAB_DRAFT} "
+                        "(our distilled draft with a full-vocabulary head, exported into the "
+                        "cache on first use), 'target' (the target drafts for itself) or a "
+                        "local Hugging Face directory")
+    p.add_argument("--draft-head", choices=("hot", "full"), default="hot",
+                   help="hot (default): the draft proposes only the tokens of its "
+                        "hot_tokens.pt (SGLang's --speculative-token-map; our distilled "
+                        "draft's 8,192 trained tokens, its head cut to them); full: its "
+                        "whole-vocabulary head")
     p.add_argument("--algorithm", choices=ALGORITHMS, default="ADASERVE",
                    help="ADASERVE (the plugin), STANDALONE (SGLang's own tree speculation "
                         "with the same draft) or none (no speculation), for comparisons")
@@ -50,6 +59,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, default=None,
                    help="ADASERVE_BUDGET: tokens verified per iteration over the batch "
                         "(default: the whole verify layout, N x max running requests)")
+    p.add_argument("--verify", choices=("ragged", "uniform", "alternate"), default=None,
+                   help="ADASERVE_VERIFY: ragged (default here: the target computes only "
+                        "the positions AdaServe selects), uniform (SGLang's [batch, N] "
+                        "layout, the positions not selected unlinked) or alternate (one "
+                        "iteration each, to compare them under one load)")
+    p.add_argument("--iteration-log", default=None, metavar="FILE",
+                   help="ADASERVE_ITERATION_LOG: one JSON line per decoding iteration")
     p.add_argument("--policy", default=None, help="ADASERVE_POLICY (default adaserve)")
     p.add_argument("--slo-classes", default=None,
                    help="ADASERVE_SLO_CLASSES, as `adaserve serve --slo-classes`")
@@ -76,6 +92,12 @@ def sglang_model_dir(model: str) -> str:
     return str(resolve_model(model))
 
 
+def sglang_draft_dir(draft: str) -> str:
+    from adaserve.engine.weights import resolve_draft
+
+    return str(resolve_draft(draft))
+
+
 def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """(argv, environment) of the SGLang launch: pure, so it is tested without starting."""
     target = sglang_model_dir(args.model)
@@ -85,7 +107,10 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
             "--max-running-requests", str(args.max_running_requests),
             "--max-total-tokens", str(args.max_total_tokens), "--sleep-on-idle"]
     if args.algorithm != "none":
-        draft = target if args.draft == "target" else sglang_model_dir(args.draft)
+        draft = target if args.draft == "target" else sglang_draft_dir(args.draft)
+        hot = Path(draft) / HOT_TOKENS
+        if args.draft_head == "hot" and args.algorithm == "ADASERVE" and hot.is_file():
+            argv += ["--speculative-token-map", str(hot)]
         argv += ["--speculative-algorithm", args.algorithm,
                  "--speculative-draft-model-path", draft,
                  "--speculative-num-steps", str(args.steps),
@@ -101,6 +126,7 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     env.update(ADASERVE_SGLANG_CPU="1", SGLANG_USE_CPU_ENGINE="1", TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(BOOT), *filter(None, [env.get("PYTHONPATH")])])
     for flag, var in (("budget", "ADASERVE_BUDGET"), ("policy", "ADASERVE_POLICY"),
+                      ("verify", "ADASERVE_VERIFY"), ("iteration_log", "ADASERVE_ITERATION_LOG"),
                       ("slo_classes", "ADASERVE_SLO_CLASSES"),
                       ("baseline_ms", "ADASERVE_BASELINE_MS"),
                       ("default_class", "ADASERVE_DEFAULT_CLASS")):
