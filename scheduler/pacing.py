@@ -4,7 +4,7 @@ AdaServe's throughput phase hands its leftover budget to the most probable nodes
 request far ahead of a lenient SLO (a 150 ms summary on a server iterating every 100 ms)
 keeps taking tokens it does not need, and every request pays for them in iteration time:
 verification of B tokens costs more than of fewer. Under load the requests that miss are
-the ones a few percent over their SLO (results/sim/improved.md), so those milliseconds are
+the ones a few percent over their SLO (docs/scheduler.md, improvement policies), so those milliseconds are
 what decides them. Pacing caps each request at the tokens that bring it to a fraction of
 its SLO after this iteration; the budget nobody needs is not spent.
 """
