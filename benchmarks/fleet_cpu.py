@@ -1,6 +1,6 @@
 """Memory and time of the CPU fleet (issue 28): results/fleet_cpu.md.
 
-Starts `adaserve sglang fleet-cpu --replicas N` (ADASERVE replicas, target as its own
+Starts `adaserve sglang fleet-cpu --replicas N` (ADASERVE replicas with serve-cpu's real
 draft, the test tier's lean settings), then:
 
 - start-up: seconds until the fleet is ready (every replica answers, then router, front);
@@ -194,7 +194,8 @@ def render(args, fleet, idle, peak, runs, killed) -> str:
         f"- date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
         f"commit {commit()}",
         f"- fleet: `adaserve sglang fleet-cpu --replicas {args.replicas} -- "
-        f"{' '.join(REPLICA_ARGS)}` (ADASERVE, target as its own draft), router "
+        f"{' '.join(REPLICA_ARGS)}` (ADASERVE, serve-cpu's default draft: our distilled "
+        "draft with a full-vocabulary head), router "
         "round_robin, the SLO front",
         f"- load: {args.requests} greedy requests of {args.tokens} tokens, "
         f"{args.concurrency} at a time, {args.rounds} rounds alternating the fleet and "

@@ -7,8 +7,8 @@ real `serve-cpu` replicas running ADASERVE behind SGLang's own router (sglang-ro
 - through the fleet, per-request SLO headers, `sampling_params.custom_params` and the body
   `slo` reach the replica that serves the request: its report says so and exactly one
   replica's `/metrics` counts it;
-- the body `slo` sent to a replica directly needs the request contract of issue 27 on
-  SGLang's routes: skipped, saying so, while it is not honoured;
+- the body `slo` sent to a replica directly is honoured too (the contract on SGLang's
+  routes);
 - a bad SLO is a 400 through the router, and the fleet keeps serving;
 - greedy output through the fleet is identical to one replica's, streaming too;
 - a replica killed mid-run: the clients see errors only for requests that were on it
@@ -43,8 +43,6 @@ REPLICA_ARGS = ["--max-running-requests", "8", "--max-total-tokens", "4096",
                 "--slo-classes", "urgent=1,relaxed=100000,best-effort",
                 "--default-class", "relaxed"]
 HEALTH_CHECK_S = 2
-ISSUE_27 = ("the body `slo` object sent straight to a replica needs the request contract "
-            "of issue 27 (SLOs in the body on SGLang's routes), not merged on this branch")
 
 
 class Fleet(FleetProcess):
@@ -145,11 +143,6 @@ def test_body_slo_object_reaches_the_serving_replica(fleet, route, where):
         r.status_code == 200 else "urgent"
     honoured = r.status_code == 200 and reported == "urgent" and \
         _one_more_on_one_replica(before, fleet.served("urgent"))
-    if where == "replica" and not honoured:
-        counted = [a - b for a, b in zip(fleet.served("urgent"), before)]
-        pytest.skip(f"{ISSUE_27}: {route} answered {r.status_code}, reported class "
-                    f"{reported if route == '/generate' else '(none on this route)'}, "
-                    f"urgent requests counted per replica {counted}")
     assert r.status_code == 200, r.text
     assert honoured, (reported, before, fleet.served("urgent"))
 
