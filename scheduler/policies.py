@@ -238,6 +238,17 @@ class AdaServePacedPolicy(AdaServePolicy):
                                               self.config.rules))
 
 
+class AdaServePacedTriagePolicy(AdaServeTriagePolicy, AdaServePacedPolicy):
+    """Both improvements at once: requests out of reach leave the SLO phase (triage), and
+    every request is paced after both phases (paced). They act on different requests, the
+    lost and the comfortably ahead, so the budget one frees the other does not take back.
+    The MRO composes them: paced's ``_select`` runs AdaServe's selection, whose SLO rows
+    come from triage's ``_slo_rows``."""
+
+    name = "adaserve-paced-triage"
+    summary = "adaserve-paced, and requests out of reach of their SLO served best-effort"
+
+
 class AdaServeCalibratedPolicy(AdaServePolicy):
     """AdaServe, counting each node as rho_r * f(v) tokens in the SLO phase.
 
@@ -400,7 +411,7 @@ def _chain(k: int) -> SpecPlan:
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
     for cls in (AdaServePolicy, AdaServeTextPolicy, AdaServeTriagePolicy,
-                AdaServePacedPolicy, AdaServeCalibratedPolicy,
+                AdaServePacedPolicy, AdaServePacedTriagePolicy, AdaServeCalibratedPolicy,
                 GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy, TurboSpecPolicy,
                 IncrementalPolicy, *STATIC_CHAINS)
 }

@@ -15,7 +15,10 @@ headers. It never looks inside a replica's scheduler.
   ``BEST_EFFORT_WEIGHT``. A tight request counts more than a relaxed one, so urgent
   traffic spreads evenly instead of piling where relaxed requests happen to be few;
 - ``class-split``: the worker-set idea of the issue, a class header choosing a subset of
-  replicas (tight SLOs to a reserved share, the rest elsewhere), least-load within it.
+  replicas (tight SLOs to a reserved share, the rest elsewhere), least-load within it;
+- ``class-affinity:<slack>``: class-split whose requests cross to the other set when
+  their own set's least-loaded replica has more than ``slack`` requests in flight beyond
+  the other set's, so a fixed share cannot overload one set.
 """
 
 from __future__ import annotations
@@ -114,10 +117,44 @@ class ClassSplit(Router):
     TIGHT = 0.8
     SHARE = 0.5
 
-    def choose(self, weight, loads):
+    def _sets(self, weight: float) -> tuple[range, range]:
+        """(the request's own replica set, the other set)."""
         k = max(1, round(self.n * self.SHARE))
-        ids = range(k) if weight >= self.TIGHT or self.n == 1 else range(k, self.n)
+        tight, rest = range(k), range(k, self.n)
+        return (tight, rest) if weight >= self.TIGHT or self.n == 1 else (rest, tight)
+
+    @staticmethod
+    def _least(ids: range, loads) -> int:
         return min(ids, key=lambda i: (loads[i].in_flight, i))
+
+    def choose(self, weight, loads):
+        return self._least(self._sets(weight)[0], loads)
+
+
+class ClassAffinity(ClassSplit):
+    """``class-split``, with a request crossing to the other set when its own set's
+    least-loaded replica has more than ``slack`` requests in flight beyond the other set's
+    least-loaded one. The share of tight traffic is whatever the clients send; a fixed
+    split overloads one set whenever that share is far from SHARE, and with few replicas
+    a set is one replica. Named ``class-affinity:<slack>``; slack 0 is least-load with
+    ties broken toward the request's own set."""
+
+    name = "class-affinity"
+    DEFAULT_SLACK = 4
+
+    def __init__(self, n: int, seed: int = 0, slack: float | None = None) -> None:
+        super().__init__(n, seed)
+        self.slack = self.DEFAULT_SLACK if slack is None else slack
+        if not self.slack >= 0:
+            raise ValueError(f"class-affinity's slack must be >= 0, got {slack}")
+
+    def choose(self, weight, loads):
+        own, other = self._sets(weight)
+        a = self._least(own, loads)
+        if not other:
+            return a
+        b = self._least(other, loads)
+        return b if loads[a].in_flight - loads[b].in_flight > self.slack else a
 
 
 class SloSpill(Router):
@@ -147,22 +184,25 @@ class SloSpill(Router):
 
 ROUTERS: dict[str, Callable[[int, int], Router]] = {
     cls.name: cls for cls in (RoundRobin, RandomRouter, PowerOfTwo, LeastLoad, SloAware,
-                              ClassSplit, SloSpill)}
+                              ClassSplit, ClassAffinity, SloSpill)}
+# routers named <name>:<number>, the number their one parameter
+PARAMETERS = {SloSpill.name: "cap", ClassAffinity.name: "slack"}
 
 
 def make_router(spec: str, n: int, seed: int = 0) -> Router:
-    """A router by name, ``slo-spill:<cap>`` with its cap; ValueError naming the choices
-    for an unknown one."""
+    """A router by name, ``slo-spill:<cap>`` / ``class-affinity:<slack>`` with their
+    parameter; ValueError naming the choices for an unknown one."""
     name, _, param = spec.partition(":")
-    if name not in ROUTERS or (param and name != SloSpill.name):
-        raise ValueError(f"unknown router {spec!r}; choose from {', '.join(ROUTERS)} "
-                         f"({SloSpill.name} takes a cap: {SloSpill.name}:25)")
+    if name not in ROUTERS or (param and name not in PARAMETERS):
+        raise ValueError(f"unknown router {spec!r}; choose from {', '.join(ROUTERS)} ("
+                         + ", ".join(f"{k} takes a {v}: {k}:4" for k, v in PARAMETERS.items())
+                         + ")")
     if n < 1:
         raise ValueError(f"a fleet needs >= 1 replica, got {n}")
     if param:
         try:
-            cap = float(param)
+            value = float(param)
         except ValueError:
-            raise ValueError(f"{spec!r}: the cap must be a number") from None
-        return SloSpill(n, seed, cap)
+            raise ValueError(f"{spec!r}: the {PARAMETERS[name]} must be a number") from None
+        return ROUTERS[name](n, seed, value)
     return ROUTERS[name](n, seed)

@@ -136,3 +136,27 @@ def test_triage_is_adaserve_when_the_horizon_is_unknown_or_all_are_in_reach():
         tri = _policy("adaserve-triage").select(batch, plan, cands)
         np.testing.assert_array_equal(tri.mask, ada.mask)
         np.testing.assert_array_equal(tri.target, ada.target)
+
+
+def test_paced_triage_is_triage_then_pacing():
+    # the lost request leaves the SLO phase (triage's targets), then every row is cut to
+    # its pace cap (paced's trim): the composition, not a third rule
+    from adaserve.scheduler.pacing import pace_cap
+    from adaserve.scheduler.selection import trim
+
+    batch = _two_behind()
+    plan = SpecPlan(depth=6, width=1, t_spec_s=0.03)
+    cands = CandidateBatch.from_trees([_chain(*[0.9] * 6), _chain(*[0.9] * 6)])
+    config = SchedulerConfig(budget=8)
+    tri = _policy("adaserve-triage").select(batch, plan, cands)
+    both = make_policy("adaserve-paced-triage", config).select(batch, plan, cands)
+    want = trim(cands, tri, pace_cap(batch, plan.t_spec_s, config.pace, config.rules))
+    np.testing.assert_array_equal(both.mask, want.mask)
+    np.testing.assert_array_equal(both.target, tri.target)
+    # savable (0.55 s for 9 tokens, 50 ms at pace 0.7 = 35 ms) is behind its pace: it
+    # keeps all 4; lost is far behind too and keeps what the throughput phase gave it
+    assert both.counts.tolist() == tri.counts.tolist() == [4, 4]
+    # ahead of pace instead, the same request gives tokens back
+    ahead = _view([(50, 2.0, 8, 4), (50, 0.2, 8, 200)])
+    paced_both = make_policy("adaserve-paced-triage", config).select(ahead, plan, cands)
+    assert paced_both.counts[1] < _policy("adaserve-triage").select(ahead, plan, cands).counts[1]

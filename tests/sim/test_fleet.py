@@ -83,12 +83,31 @@ def test_slo_spill_fills_to_its_cap_then_overflows_onto_the_busiest():
     assert make_router("slo-spill", 2).cap == 25.0
 
 
+def test_class_affinity_keeps_a_class_on_its_set_until_the_set_runs_heavier():
+    aff = make_router("class-affinity:2", 4)  # tight: replicas 0, 1; the rest: 2, 3
+    assert aff.slack == 2.0
+    # tight set's lightest (1) has 5 in flight, the other set's lightest (3) 3: 2 more is
+    # within the slack, so the tight request stays; 3 more crosses
+    assert aff.choose(1.0, [ReplicaLoad(7, 0), ReplicaLoad(5, 0), ReplicaLoad(4, 0),
+                            ReplicaLoad(3, 0)]) == 1
+    assert aff.choose(1.0, [ReplicaLoad(7, 0), ReplicaLoad(6, 0), ReplicaLoad(4, 0),
+                            ReplicaLoad(3, 0)]) == 3
+    # a relaxed request the other way round
+    assert aff.choose(0.2, [ReplicaLoad(0, 0), ReplicaLoad(1, 0), ReplicaLoad(2, 0),
+                            ReplicaLoad(3, 0)]) == 2
+    assert aff.choose(0.2, [ReplicaLoad(0, 0), ReplicaLoad(1, 0), ReplicaLoad(3, 0),
+                            ReplicaLoad(5, 0)]) == 0
+    assert make_router("class-affinity", 1).choose(0.2, [ReplicaLoad(9, 0)]) == 0
+    assert make_router("class-affinity", 2).slack == 4
+
+
 def test_slo_weight_is_tokens_per_baseline_iteration():
     assert slo_weight(30.0, 30.0) == 1.0 and slo_weight(150.0, 30.0) == 0.2
     assert 0 < slo_weight(None, 30.0) < slo_weight(150.0, 30.0)
 
 
-@pytest.mark.parametrize("spec", ["nope", "least-load:3", "slo-spill:x", "slo-spill:-1"])
+@pytest.mark.parametrize("spec", ["nope", "least-load:3", "slo-spill:x", "slo-spill:-1",
+                                  "class-affinity:-1", "class-split:2"])
 def test_bad_router_names_are_refused(spec):
     with pytest.raises(ValueError):
         make_router(spec, 2)
