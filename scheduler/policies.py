@@ -240,8 +240,9 @@ class AdaServePacedPolicy(AdaServePolicy):
 
 class AdaServePacedTriagePolicy(AdaServeTriagePolicy, AdaServePacedPolicy):
     """Both improvements at once: requests out of reach leave the SLO phase (triage), and
-    every request is paced after both phases (paced). They act on different requests, the
-    lost and the comfortably ahead, so the budget one frees the other does not take back.
+    every request is paced after both phases (paced). They act on different requests: a
+    lost request is behind its pace (never trimmed), one comfortably ahead is in reach
+    (never triaged), so neither undoes the other.
     The MRO composes them: paced's ``_select`` runs AdaServe's selection, whose SLO rows
     come from triage's ``_slo_rows``."""
 
