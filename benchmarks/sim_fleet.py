@@ -321,6 +321,8 @@ def why_not(ns, rates, slo_routers, x, grid, one, att) -> list[str]:
                 f"{rr['classes'][c]['attainment']:.1f} / {best['classes'][c]['attainment']:.1f}"
                 for c in cls)
             + f" | {_rate_at(rates, one_curve, att(n, 'round-robin', x) + GOAL_POINTS)} |")
+    if not gains:  # no N ran both a load-only and an SLO-aware router at x
+        return []
     ns_run = [n for n, _ in over_load]
     lines += ["",
               "Each replica runs AdaServe, whose SLO phase serves every request's need "

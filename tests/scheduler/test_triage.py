@@ -7,7 +7,8 @@ import pytest
 
 from adaserve.scheduler import (SLO, BatchView, CandidateBatch, CandidateTree, RequestProgress,
                                 SchedulerConfig, SpecPlan, make_policy)
-from adaserve.scheduler.selection import top_yield
+from adaserve.scheduler.pacing import pace_cap
+from adaserve.scheduler.selection import top_yield, trim
 from adaserve.scheduler.triage import unreachable
 
 
@@ -141,9 +142,6 @@ def test_triage_is_adaserve_when_the_horizon_is_unknown_or_all_are_in_reach():
 def test_paced_triage_is_triage_then_pacing():
     # the lost request leaves the SLO phase (triage's targets), then every row is cut to
     # its pace cap (paced's trim): the composition, not a third rule
-    from adaserve.scheduler.pacing import pace_cap
-    from adaserve.scheduler.selection import trim
-
     batch = _two_behind()
     plan = SpecPlan(depth=6, width=1, t_spec_s=0.03)
     cands = CandidateBatch.from_trees([_chain(*[0.9] * 6), _chain(*[0.9] * 6)])
