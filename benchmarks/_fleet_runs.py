@@ -4,12 +4,20 @@ A run is (set-up, trace, rate scale = replicas, router, policy, seed). It is kep
 results/sim/fleet-runs/<pair>/<trace sha>/<policy>-<router>-x<N>-s<seed>.json with what
 it was run on and what it measured, and reused while those inputs are unchanged. The
 inputs include a hash of the scheduling code (scheduler/, adaserve/engine/*.py,
-adaserve/sim/*.py): a change to a policy or to the loop runs everything again, so the page
-can simply be re-run after one.
+adaserve/sim/*.py) taken over its syntax trees without docstrings, so a comment, a docstring
+or the layout may change and the runs stay; a change to a policy or to the loop runs
+everything again, so the page can simply be re-run after one.
+
+A change that cannot alter what a kept run measured (a new policy or router class beside
+the ones the runs use) still changes the hash. `rekey` then checks instead of re-running
+everything: it re-runs a few runs of each older code version and gives that version's runs
+the current hash only if every re-run measures exactly what was kept
+(`python benchmarks/sim_fleet.py --rekey`).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
@@ -18,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _common import RESULTS
-from _paper import PaperSetup
+from _paper import KIT, SETUPS, PaperSetup
 from _paper_runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha
 
 from adaserve.loadgen.records import Record, summarize
@@ -34,13 +42,26 @@ CODE = ("scheduler/*.py", "adaserve/engine/*.py", "adaserve/sim/*.py")
 
 @functools.lru_cache(maxsize=1)
 def code_sha() -> str:
-    """One hash over the scheduling code's source files."""
+    """One hash over the scheduling code: each source file's name and what it runs."""
     h = hashlib.sha256()
     for pattern in CODE:
         for p in sorted(ROOT.glob(pattern)):
             h.update(p.name.encode())
-            h.update(p.read_bytes())
+            h.update(runnable(p.read_text()))
     return h.hexdigest()
+
+
+def runnable(source: str) -> bytes:
+    """A module's syntax tree without its docstrings, dumped: comments, docstrings and
+    layout drop out, every statement and name stays."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,16 +95,24 @@ def _classes(records: list[Record]) -> dict:
             for r in summarize(records, TTFT_SLO_MS)}
 
 
-def execute(task: FleetTask) -> dict:
-    """Run one task (N copies of the engine loop behind the router) and keep it."""
+MEASURED = ("requests", "iterations", "simulated_s", "classes", "replicas")  # what a run found
+
+
+def measure(task: FleetTask) -> dict:
+    """Run one task (N copies of the engine loop behind the router)."""
     reqs = scale_rate(task.setup.requests(task.trace), task.replicas)
     res = simulate_fleet(task.setup.sim_setup(task.policy), reqs, task.replicas,
                          task.router, task.seed)
-    out = {"inputs": task.inputs(), "trace": task.trace.name, "requests": len(reqs),
-           "iterations": res.iterations, "simulated_s": res.simulated_s,
-           "wall_s": res.wall_s, "date": time.strftime("%Y-%m-%d"),
-           "classes": _classes(res.records),
-           "replicas": [_classes(res.of_replica(k))["overall"] for k in range(task.replicas)]}
+    return {"inputs": task.inputs(), "trace": task.trace.name, "requests": len(reqs),
+            "iterations": res.iterations, "simulated_s": res.simulated_s,
+            "wall_s": res.wall_s, "date": time.strftime("%Y-%m-%d"),
+            "classes": _classes(res.records),
+            "replicas": [_classes(res.of_replica(k))["overall"] for k in range(task.replicas)]}
+
+
+def execute(task: FleetTask) -> dict:
+    """Run one task and keep it."""
+    out = measure(task)
     task.path.parent.mkdir(parents=True, exist_ok=True)
     task.path.write_text(json.dumps(out, indent=1) + "\n")
     return out
@@ -101,3 +130,58 @@ def result(task: FleetTask) -> dict:
           f"{out['classes']['overall']['attainment']:.1f}% "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
     return out
+
+
+# ---- re-keying kept runs after a change that cannot move them ------------------------------
+
+def _task_of(kept: dict) -> FleetTask | None:
+    """The task a kept run answers, None if its set-up is no longer shipped."""
+    i = kept["inputs"]
+    setups = [s for s in SETUPS.values() if s.deployment == i.get("deployment")]
+    trace = KIT / "traces" / kept["trace"]
+    if not setups or not trace.is_file():
+        return None
+    return FleetTask(setups[0], trace, i["replicas"], i["router"], i["policy"], i["seed"])
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Whether two runs measured exactly the same (through JSON, as kept)."""
+    return all(json.loads(json.dumps(a[k])) == json.loads(json.dumps(b[k])) for k in MEASURED)
+
+
+def rekey(check: int = 2) -> list[str]:
+    """Give kept runs of an older code version the current code hash where a re-run shows
+    the change did not move them; a line per version says what was done.
+
+    A run qualifies when its inputs differ from its task's in the code hash alone. Its
+    version's `check` samples are the cheapest run at the fewest replicas and at the most
+    (then the next cheapest runs): a change that moves one N, or one router, shows there
+    first. A sample is a check, not a proof; the page's runs are what `--rekey` leaves."""
+    current = code_sha()
+    groups: dict[str, list[tuple[Path, dict, FleetTask]]] = {}
+    for path in sorted(RUNS.rglob("*.json")):
+        kept = json.loads(path.read_text())
+        task = _task_of(kept)
+        if task is None or kept["inputs"]["code_sha"] == current:
+            continue
+        want = {**task.inputs(), "code_sha": kept["inputs"]["code_sha"]}
+        if kept["inputs"] == want and task.path == path:
+            groups.setdefault(kept["inputs"]["code_sha"], []).append((path, kept, task))
+    lines = []
+    for old, runs in groups.items():
+        by_cost = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))
+        ends = {min(r[2].replicas for r in runs), max(r[2].replicas for r in runs)}
+        picks = [next(r for r in by_cost if r[2].replicas == n) for n in sorted(ends)]
+        picks += [r for r in by_cost if r not in picks][:max(check - len(picks), 0)]
+        picks = picks[:check]
+        moved = [r[0].name for r in picks if not _same(measure(r[2]), r[1])]
+        if moved:
+            lines.append(f"code {old[:12]}: {len(runs)} runs left stale, re-runs differ: "
+                         f"{', '.join(moved)}")
+            continue
+        for path, kept, _ in runs:
+            kept["inputs"]["code_sha"] = current
+            path.write_text(json.dumps(kept, indent=1) + "\n")
+        lines.append(f"code {old[:12]}: {len(runs)} runs re-keyed to {current[:12]} "
+                     f"({len(picks)} re-run identical: {', '.join(r[0].name for r in picks)})")
+    return lines or [f"every kept run already has the current code hash {current[:12]}"]

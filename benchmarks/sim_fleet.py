@@ -16,7 +16,10 @@ runs.
         [--top-routers ...] [--policy adaserve] [--seeds 0]
 
 Runs are kept under results/sim/fleet-runs/ and reused while their inputs (the scheduling
-code included) are unchanged (_fleet_runs.py)."""
+code included, docstrings and comments left out) are unchanged (_fleet_runs.py). After a
+change that cannot move them (a new policy or router beside theirs), `--rekey` re-runs a
+few runs of each older code version and re-keys that version's runs if every re-run comes
+out identical, instead of running all of them again."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import time
 import numpy as np
 
 from _common import RESULTS, commit, machine
-from _fleet_runs import FleetTask, result
+from _fleet_runs import FleetTask, rekey, result
 from _paper import KIT, KIT_REF, LLAMA
 
 OUT = RESULTS / "sim"
@@ -88,7 +91,17 @@ def main() -> int:
                     help="routers run only at the two highest rates run")
     ap.add_argument("--policy", default="adaserve")
     ap.add_argument("--seeds", default="0")
+    ap.add_argument("--rekey", action="store_true",
+                    help="only re-key kept runs of older code whose re-runs come out "
+                         "identical (_fleet_runs.rekey), then stop")
+    ap.add_argument("--rekey-check", type=int, default=2,
+                    help="runs re-run per older code version with --rekey")
     args = ap.parse_args()
+    if args.rekey:
+        if args.rekey_check < 1:
+            ap.error("--rekey-check must be >= 1")
+        print("\n".join(rekey(args.rekey_check)))
+        return 0
     t0 = time.perf_counter()
     ns = [int(n) for n in _list(args.replicas)]
     rates = sorted(_list(args.rates), key=float)

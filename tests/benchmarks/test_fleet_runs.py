@@ -1,0 +1,96 @@
+"""How kept fleet runs are keyed (benchmarks/_fleet_runs.py): the code hash ignores what
+cannot run (docstrings, comments, layout), and `rekey` moves a run to the current hash
+only when its re-runs measure exactly what was kept."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+# benchmarks/ is a directory of scripts, not a package: its modules import each other by
+# name, so the directory goes on the path before the module is loaded from its file
+_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(_DIR))
+_spec = importlib.util.spec_from_file_location("_fleet_runs", _DIR / "_fleet_runs.py")
+runs = importlib.util.module_from_spec(_spec)
+sys.modules["_fleet_runs"] = runs  # dataclasses look their module up there
+_spec.loader.exec_module(runs)
+
+SOURCE = '''"""A module."""
+import math
+
+
+class Pace:
+    """Paces."""
+
+    def cap(self, x):
+        # how far ahead
+        return math.floor(x * 0.7)
+'''
+
+
+def test_docstrings_comments_and_layout_do_not_change_the_key():
+    reworded = (SOURCE.replace('"""Paces."""', '"""Paces requests; a longer docstring."""')
+                .replace("# how far ahead", "# a different comment")
+                .replace("return math.floor(x * 0.7)", "return math.floor( x*0.7 )"))
+    assert runs.runnable(reworded) == runs.runnable(SOURCE)
+
+
+@pytest.mark.parametrize("change", [("0.7", "0.8"), ("floor", "ceil"),
+                                    ('"""Paces."""\n', '"""Paces."""\n    name = "p"\n')])
+def test_a_change_that_runs_changes_the_key(change):
+    assert runs.runnable(SOURCE.replace(*change)) != runs.runnable(SOURCE)
+
+
+def test_a_string_that_is_not_a_docstring_counts():
+    a = SOURCE.replace("return math.floor(x * 0.7)", 'return "a"')
+    b = SOURCE.replace("return math.floor(x * 0.7)", 'return "b"')
+    assert runs.runnable(a) != runs.runnable(b)
+
+
+KIT_TRACE = runs.KIT / "traces" / "fig8_9_rps3.0_ol256.csv"
+
+
+@pytest.mark.skipif(not KIT_TRACE.is_file(), reason="no paper-scale kit")
+def test_rekey_moves_only_runs_whose_re_runs_are_identical(tmp_path, monkeypatch):
+    """Two older code versions: one whose re-runs measure what was kept (re-keyed), one
+    whose re-runs differ (left stale); a run that differs in another input is not touched.
+    The simulator is stood in for: what is tested is rekey's bookkeeping."""
+    monkeypatch.setattr(runs, "RUNS", tmp_path)
+    found = {"iterations": 10, "simulated_s": 1.5, "classes": {"overall": {"sent": 3}},
+             "replicas": [{"sent": 3}], "requests": 3}
+
+    def keep(n: int, router: str, code: str, **extra) -> Path:
+        task = runs.FleetTask(runs.SETUPS["llama"], KIT_TRACE, n, router, "adaserve", 0)
+        inputs = {**task.inputs(), "code_sha": code, **extra}
+        task.path.parent.mkdir(parents=True, exist_ok=True)
+        task.path.write_text(json.dumps({"inputs": inputs, "trace": KIT_TRACE.name,
+                                         "wall_s": float(n), **found}))
+        return task.path
+
+    same = [keep(1, "round-robin", "old-same"), keep(2, "least-load", "old-same"),
+            keep(4, "least-load", "old-same")]
+    moved = [keep(2, "round-robin", "old-moved"), keep(4, "round-robin", "old-moved")]
+    other = keep(8, "round-robin", "old-same", seed=7)  # another input differs: stale anyway
+    rerun = []
+
+    def measure(task):
+        rerun.append((task.replicas, task.router))
+        diff = task.router == "round-robin" and task.replicas == 4
+        return {**found, "iterations": 11 if diff else 10}
+
+    monkeypatch.setattr(runs, "measure", measure)
+    lines = runs.rekey(check=2)
+    code = lambda p: json.loads(p.read_text())["inputs"]["code_sha"]  # noqa: E731
+    assert all(code(p) == runs.code_sha() for p in same)
+    assert all(code(p) == "old-moved" for p in moved)
+    assert code(other) == "old-same"
+    # each version re-ran its cheapest run at its fewest and its most replicas
+    assert sorted(rerun) == [(1, "round-robin"), (2, "round-robin"), (4, "least-load"),
+                             (4, "round-robin")]
+    assert any("3 runs re-keyed" in line for line in lines)
+    assert any("2 runs left stale" in line and "x4" in line for line in lines)
