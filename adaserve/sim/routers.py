@@ -195,7 +195,7 @@ def make_router(spec: str, n: int, seed: int = 0) -> Router:
     name, _, param = spec.partition(":")
     if name not in ROUTERS or (param and name not in PARAMETERS):
         raise ValueError(f"unknown router {spec!r}; choose from {', '.join(ROUTERS)} ("
-                         + ", ".join(f"{k} takes a {v}: {k}:4" for k, v in PARAMETERS.items())
+                         + ", ".join(f"{k} takes a {v}: {k}:<{v}>" for k, v in PARAMETERS.items())
                          + ")")
     if n < 1:
         raise ValueError(f"a fleet needs >= 1 replica, got {n}")
