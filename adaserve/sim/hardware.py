@@ -103,10 +103,12 @@ class HardwareModel:
     # (Sarathi-Serve's fused batch: one weight read on a GPU); False: two forwards, as the
     # embedded engine runs them (prefill, then verify)
     fuses_prefill: bool = False
-    # vLLM's engine (the baselines' -vllm models): a decode or verify forward runs as a
-    # captured CUDA graph only up to `graph_max_batch` sequences, beyond that eagerly,
-    # `eager_ms` slower (kernel launches). None: not modelled. (Prefill forwards are priced
-    # by the table alone: it was measured on FlexFlow's forwards, graphs or not.)
+    # vLLM's engine (the baselines' -vllm models): a decode or verify forward over more than
+    # `graph_max_batch` sequences is `eager_ms` slower. The names say where the step was
+    # first placed, CUDA-graph capture; the paper models fit it as a proxy for their
+    # speculative chains' collapse under load (benchmarks/sim_paper_calibrate.py,
+    # GRAPH_MAX_BATCH). None: not modelled. (Prefill forwards are priced by the table
+    # alone: it was measured on FlexFlow's forwards, graphs or not.)
     graph_max_batch: int | None = None
     eager_ms: float = 0.0
     # vLLM 0.8's speculative scorer with CUDA graphs on (its MQA scorer needs eager mode):
