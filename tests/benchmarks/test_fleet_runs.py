@@ -12,13 +12,17 @@ from pathlib import Path
 import pytest
 
 # benchmarks/ is a directory of scripts, not a package: its modules import each other by
-# name, so the directory goes on the path before the module is loaded from its file
+# name, so the directory is on the path while the module loads, and only then (its
+# engine.py would shadow the tests' engine package for every test collected after this)
 _DIR = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(_DIR))
-_spec = importlib.util.spec_from_file_location("_fleet_runs", _DIR / "_fleet_runs.py")
-runs = importlib.util.module_from_spec(_spec)
-sys.modules["_fleet_runs"] = runs  # dataclasses look their module up there
-_spec.loader.exec_module(runs)
+sys.path.append(str(_DIR))
+try:
+    _spec = importlib.util.spec_from_file_location("_fleet_runs", _DIR / "_fleet_runs.py")
+    runs = importlib.util.module_from_spec(_spec)
+    sys.modules["_fleet_runs"] = runs  # dataclasses look their module up there
+    _spec.loader.exec_module(runs)
+finally:
+    sys.path.remove(str(_DIR))
 
 SOURCE = '''"""A module."""
 import math
