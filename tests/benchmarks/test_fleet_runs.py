@@ -4,25 +4,21 @@ only when its re-runs measure exactly what was kept."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
-# benchmarks/ is a directory of scripts, not a package: its modules import each other by
-# name, so the directory is on the path while the module loads, and only then (its
-# engine.py would shadow the tests' engine package for every test collected after this)
-_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.append(str(_DIR))
+# the scripts import their siblings by name; benchmarks/ leaves sys.path afterwards, since
+# it holds modules (engine.py) that would shadow the test packages of the same names (as
+# tests/sim/test_paper_figures.py does)
+_BENCH = str(Path(__file__).resolve().parents[2] / "benchmarks")
+sys.path.insert(0, _BENCH)
 try:
-    _spec = importlib.util.spec_from_file_location("_fleet_runs", _DIR / "_fleet_runs.py")
-    runs = importlib.util.module_from_spec(_spec)
-    sys.modules["_fleet_runs"] = runs  # dataclasses look their module up there
-    _spec.loader.exec_module(runs)
+    import _fleet_runs as runs
 finally:
-    sys.path.remove(str(_DIR))
+    sys.path.remove(_BENCH)
 
 SOURCE = '''"""A module."""
 import math
