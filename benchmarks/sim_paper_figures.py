@@ -34,7 +34,7 @@ from _paper_values import read as read_paper
 from sim_paper_goals import TEXT, closeness, goals_fig8, improvement, ordering, paper_ratio
 
 # better than the authors' adaserve (issue 26's goal)
-IMPROVED = ("adaserve-paced", "adaserve-paced-triage")
+IMPROVED = ("adaserve-paced", "adaserve-paced-triage", "adaserve-paced-triage-depth")
 FIG12_TOL = 0.15  # AdaServe's tokens per step within 15% of the paper's at every rate
 OUT = RESULTS / "sim"
 ALL_SETUPS = {**SETUPS, **SEED_SETUPS}
@@ -261,8 +261,8 @@ def main() -> int:
               for s in pairs],
             f"- systems: the paper's six (adaserve is the authors' scheduler), `{TEXT}` "
             "(seed 002's text read literally, on its own engine settings: B 156, 512-token "
-            "chunks) and the improvements `adaserve-paced` and `adaserve-paced-triage` "
-            "(docs/scheduler.md)",
+            "chunks) and the improvements " + ", ".join(f"`{s}`" for s in IMPROVED)
+            + " (docs/scheduler.md)",
             "- where a curve and the paper's differ by more than 10 points (bold below), "
             "what moves it, one modelling choice at a time: [ablation.md](ablation.md) and "
             "docs/sim.md's choice table",

@@ -9,6 +9,7 @@ comparison, and the static chains of the paper's vLLM-Spec(k) baselines.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from typing import ClassVar
@@ -20,6 +21,7 @@ from adaserve.scheduler.acceptance import (AcceptanceTracker, RequestCalibration
 from adaserve.scheduler.authors import in_slo_phase, slo_need, slo_token_cap, tree_shape
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
+from adaserve.scheduler.depth import MeasuredDepth
 from adaserve.scheduler.selection import (
     Selection,
     select_all,
@@ -250,6 +252,56 @@ class AdaServePacedTriagePolicy(AdaServeTriagePolicy, AdaServePacedPolicy):
     summary = "adaserve-paced, and requests out of reach of their SLO served best-effort"
 
 
+class AdaServePacedTriageDepthPolicy(AdaServePacedTriagePolicy):
+    """adaserve-paced-triage drafting at a measured depth (``depth.MeasuredDepth``): the
+    neighbour of the current depth, within Eq. 8's, at which the requests whose SLO is
+    shorter than an iteration committed the most tokens per second of predicted iteration
+    latency. Needs a latency predictor that prices draft steps; without one every depth
+    costs the same and Eq. 8's stands.
+
+    What an iteration yielded reaches ``observe`` with its ``Selection``; the depth, the
+    tight requests and the predicted latency are kept beside that object until then, so an
+    engine that reports an iteration late (the SGLang worker) is counted at the right depth."""
+
+    name = "adaserve-paced-triage-depth"
+    summary = "adaserve-paced-triage, drafting at the depth measured to give tight requests the most tokens/s"
+
+    def __init__(self, config, latency=None, acceptance=None):
+        super().__init__(config, latency, acceptance)
+        self.depth = MeasuredDepth()
+        # (selection, depth, tight [n] bool, predicted seconds) of iterations not yet observed
+        self._pending: deque[tuple[Selection, int, np.ndarray, float]] = deque(maxlen=8)
+
+    def plan(self, batch):
+        base = super().plan(batch)
+        if not base.speculates or not _prices_drafting(self.latency):
+            return base
+        d = self.depth.next_depth(base.depth)
+        if d == base.depth:
+            return base
+        shape = SpecPlan(depth=d, width=base.width)
+        return self._priced(batch, shape, self._verify_tokens(batch.n, shape))
+
+    def _select(self, batch, plan, candidates):
+        sel = super()._select(batch, plan, candidates)
+        if plan.speculates and _prices_drafting(self.latency):
+            seconds = self.predict_latency(batch, plan, sel.tokens)
+            with np.errstate(invalid="ignore"):  # best effort (NaN) is never tight
+                tight = batch.tpot_slo_s < seconds  # [n]
+            self._pending.append((sel, plan.depth, tight, seconds))
+        return sel
+
+    def observe(self, request_ids, selection, accepted):
+        super().observe(request_ids, selection, accepted)
+        for i, (sel, depth, tight, seconds) in enumerate(self._pending):
+            if sel is selection:
+                del self._pending[i]
+                if tight.any():
+                    tokens = 1.0 + float(np.mean(np.asarray(accepted)[tight]))
+                    self.depth.record(depth, tokens, seconds)
+                return
+
+
 class AdaServeCalibratedPolicy(AdaServePolicy):
     """AdaServe, counting each node as rho_r * f(v) tokens in the SLO phase.
 
@@ -412,7 +464,8 @@ def _chain(k: int) -> SpecPlan:
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
     for cls in (AdaServePolicy, AdaServeTextPolicy, AdaServeTriagePolicy,
-                AdaServePacedPolicy, AdaServePacedTriagePolicy, AdaServeCalibratedPolicy,
+                AdaServePacedPolicy, AdaServePacedTriagePolicy, AdaServePacedTriageDepthPolicy,
+                AdaServeCalibratedPolicy,
                 GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy, TurboSpecPolicy,
                 IncrementalPolicy, *STATIC_CHAINS)
 }

@@ -74,7 +74,7 @@ def test_config_rejects_bad_values(kwargs):
 
 def test_registry_and_unknown_name():
     assert set(POLICIES) == {"adaserve", "adaserve-text", "adaserve-triage", "adaserve-paced",
-                             "adaserve-paced-triage",
+                             "adaserve-paced-triage", "adaserve-paced-triage-depth",
                              "adaserve-calibrated",
                              "global-greedy", "equal-greedy", "specinfer", "turbospec",
                              "incremental", "chain-4", "chain-6", "chain-8"}

@@ -1,0 +1,165 @@
+"""The measured draft depth (scheduler/depth.py) and adaserve-paced-triage-depth: the depth
+moves to the neighbour whose tight requests committed the most tokens per second, explores
+one level either side, and counts an iteration at the depth it drafted."""
+
+import numpy as np
+import pytest
+
+from adaserve.scheduler import (SLO, BatchView, CandidateBatch, CandidateTree, IterationLatency,
+                                LatencyModel, RequestProgress, SchedulerConfig, make_policy)
+from adaserve.scheduler.depth import MeasuredDepth
+
+
+def test_it_starts_at_the_cap_and_explores_either_side():
+    rule = MeasuredDepth(period=4)
+    # nothing measured: the cap; plans 2 and 4 (phase 2 and 0) probe one level each way
+    assert [rule.next_depth(5) for _ in range(4)] == [5, 4, 5, 5]
+    assert rule.depth == 5
+    rule = MeasuredDepth(period=4)
+    rule.depth = 1
+    assert [rule.next_depth(1) for _ in range(4)] == [1, 1, 1, 1]  # no level 0, none past the cap
+
+
+def test_it_moves_to_the_neighbour_with_the_most_tokens_per_second():
+    rule = MeasuredDepth(period=100)
+    rule.next_depth(4)  # at 4
+    rule.record(4, 2.4, 0.060)  # 40 tok/s
+    rule.record(3, 2.2, 0.050)  # 44 tok/s
+    rule.record(5, 2.5, 0.070)  # 35.7 tok/s
+    assert rule.next_depth(4) == 3
+    # at 3 the neighbours are 2, 3, 4: 2 unmeasured, 4 measured worse
+    assert rule.next_depth(4) == 3
+    rule.record(2, 2.0, 0.040)  # 50 tok/s
+    assert rule.next_depth(4) == 2
+    # one level per iteration: 5 is never compared from 2, and the cap bounds the depth
+    assert rule.next_depth(1) == 1 and rule.depth == 1
+
+
+def test_a_tie_keeps_the_shallower_depth():
+    rule = MeasuredDepth(period=100)
+    rule.next_depth(3)
+    rule.record(2, 2.0, 0.040)
+    rule.record(3, 2.5, 0.050)  # both 50 tok/s
+    assert rule.next_depth(3) == 2
+
+
+def test_measurements_decay_toward_the_recent():
+    rule = MeasuredDepth(decay=0.5)
+    rule.record(2, 2.0, 0.04)
+    rule.record(2, 3.0, 0.06)
+    assert rule.rate(2) == pytest.approx(2.5 / 0.05)
+    assert rule.rate(3) is None
+
+
+@pytest.mark.parametrize("kwargs", [{"period": 1}, {"decay": 1.0}, {"decay": -0.1}])
+def test_bad_settings_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        MeasuredDepth(**kwargs)
+
+
+def test_bad_records_are_refused():
+    rule = MeasuredDepth()
+    for args in ((0, 2.0, 0.05), (2, 0.5, 0.05), (2, 2.0, -1.0)):
+        with pytest.raises(ValueError):
+            rule.record(*args)
+    with pytest.raises(ValueError):
+        rule.next_depth(0)
+
+
+# --- the policy ------------------------------------------------------------------------
+
+def _latency(draft=True):
+    target = LatencyModel(alpha=0.0, gamma=1e-3, delta=0.030)  # 30 ms + 1 ms a token
+    step = LatencyModel(alpha=0.0, gamma=0.0, delta=0.005)  # 5 ms a draft step
+    return IterationLatency(target, step if draft else None)
+
+
+def _batch():
+    # "tight": a 20 ms SLO, shorter than any iteration here (>= 35 ms): it needs drafting;
+    # "loose": 500 ms, far ahead (pacing trims it to its root whatever the depth)
+    return BatchView.from_progress([RequestProgress("tight", SLO.from_ms(20), 0.2, 9, 100),
+                                    RequestProgress("loose", SLO.from_ms(500), 0.2, 9, 100)])
+
+
+def _chains(batch, depth, p=0.9):
+    n = depth + 1
+    tree = CandidateTree.from_edges(list(range(-1, n - 1)), np.arange(n),
+                                    np.log(np.r_[1.0, np.full(depth, p)]))
+    return CandidateBatch.from_trees([tree] * batch.n)
+
+
+def _policy(draft=True, budget=16):
+    return make_policy("adaserve-paced-triage-depth",
+                       SchedulerConfig(budget=budget, max_depth=4, max_width=1), _latency(draft))
+
+
+def test_the_policy_selects_as_paced_triage_at_its_depth():
+    batch = _batch()
+    ours = _policy()
+    plan = ours.plan(batch)
+    base = make_policy("adaserve-paced-triage", ours.config, _latency()).plan(batch)
+    assert plan == base  # nothing measured yet: Eq. 8's depth, priced the same
+    cands = _chains(batch, plan.depth)
+    sel = ours.select(batch, plan, cands)
+    ref = make_policy("adaserve-paced-triage", ours.config, _latency()).select(batch, plan, cands)
+    np.testing.assert_array_equal(sel.mask, ref.mask)
+    assert sel.counts[1] == 1  # the loose request is paced to its root
+
+
+def test_only_tight_requests_are_counted_at_the_depth_drafted():
+    batch = _batch()
+    policy = _policy()
+    plan = policy.plan(batch)
+    sel = policy.select(batch, plan, _chains(batch, plan.depth))
+    # the loose request "accepted" 3 (impossible for a root, but it must not be read)
+    policy.observe(batch.request_ids, sel, np.array([2, 3]))
+    assert policy.depth._tokens == {plan.depth: 3.0}  # 1 + the tight request's 2
+    predicted = policy.predict_latency(batch, plan, sel.tokens)
+    assert policy.depth._seconds[plan.depth] == pytest.approx(predicted)
+
+
+def test_a_late_report_is_counted_at_the_depth_that_iteration_drafted():
+    # the SGLang worker reports an iteration one step late: two plans before the first
+    # observe, at different depths; each report must land on its own depth
+    batch = _batch()
+    policy = _policy()
+    policy.depth = MeasuredDepth(period=2)  # plan 1 probes one level shallower, plan 2 not
+    p1 = policy.plan(batch)
+    s1 = policy.select(batch, p1, _chains(batch, p1.depth))
+    p2 = policy.plan(batch)
+    s2 = policy.select(batch, p2, _chains(batch, p2.depth))
+    assert (p1.depth, p2.depth) == (1, 2)  # Eq. 8 gives 2 here
+    policy.observe(batch.request_ids, s1, np.array([1, 0]))
+    policy.observe(batch.request_ids, s2, np.array([2, 0]))
+    assert policy.depth._tokens == {1: 2.0, 2: 3.0}
+    policy.observe(batch.request_ids, s1, np.array([0, 0]))  # reported twice: ignored
+    assert policy.depth._tokens == {1: 2.0, 2: 3.0}
+
+
+def test_the_depth_follows_what_the_tight_requests_got():
+    # the shallower level gave the tight request as many tokens in less time: it moves
+    # there; had the deeper one given enough more, it would have stayed
+    for deeper_accepts, expected in ((1, 1), (2, 2)):
+        batch = _batch()
+        policy = _policy()
+        policy.depth = MeasuredDepth(period=2)
+        p1 = policy.plan(batch)  # depth 1 (the probe)
+        s1 = policy.select(batch, p1, _chains(batch, p1.depth))
+        p2 = policy.plan(batch)  # depth 2
+        s2 = policy.select(batch, p2, _chains(batch, p2.depth))
+        policy.observe(batch.request_ids, s1, np.array([1, 0]))  # 2 tokens in 39 ms
+        policy.observe(batch.request_ids, s2, np.array([deeper_accepts, 0]))  # in 46 ms
+        policy.plan(batch)  # plan 3 probes below its choice (period 2), so read the choice
+        assert policy.depth.depth == expected
+
+
+def test_without_a_priced_draft_the_depth_is_eq8s():
+    batch = _batch()
+    policy = _policy(draft=False)
+    ref = make_policy("adaserve-paced-triage", policy.config, _latency(draft=False))
+    for _ in range(25):  # through the exploration phases
+        plan = policy.plan(batch)
+        assert plan == ref.plan(batch)
+        sel = policy.select(batch, plan, _chains(batch, plan.depth))
+        policy.observe(batch.request_ids, sel, np.array([0, 0]))
+    assert policy.depth.depth is None and not policy._pending
