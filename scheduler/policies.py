@@ -260,8 +260,9 @@ class AdaServePacedTriageDepthPolicy(AdaServePacedTriagePolicy):
     costs the same and Eq. 8's stands.
 
     What an iteration yielded reaches ``observe`` with its ``Selection``; the depth, the
-    tight requests and the predicted latency are kept beside that object until then, so an
-    engine that reports an iteration late (the SGLang worker) is counted at the right depth."""
+    tight requests and the predicted latency are kept beside it until then, so an engine
+    that reports an iteration late, or reports only the requests still running (the SGLang
+    worker does both), is counted at the depth that iteration drafted."""
 
     name = "adaserve-paced-triage-depth"
     summary = "adaserve-paced-triage, drafting at the depth measured to give tight requests the most tokens/s"
@@ -269,8 +270,9 @@ class AdaServePacedTriageDepthPolicy(AdaServePacedTriagePolicy):
     def __init__(self, config, latency=None, acceptance=None):
         super().__init__(config, latency, acceptance)
         self.depth = MeasuredDepth()
-        # (selection, depth, tight [n] bool, predicted seconds) of iterations not yet observed
-        self._pending: deque[tuple[Selection, int, np.ndarray, float]] = deque(maxlen=8)
+        # (selection, request ids, depth, tight [n] bool, predicted seconds) of iterations
+        # not yet observed
+        self._pending: deque[tuple[Selection, tuple, int, np.ndarray, float]] = deque(maxlen=8)
 
     def plan(self, batch):
         base = super().plan(batch)
@@ -288,18 +290,37 @@ class AdaServePacedTriageDepthPolicy(AdaServePacedTriagePolicy):
             seconds = self.predict_latency(batch, plan, sel.tokens)
             with np.errstate(invalid="ignore"):  # best effort (NaN) is never tight
                 tight = batch.tpot_slo_s < seconds  # [n]
-            self._pending.append((sel, plan.depth, tight, seconds))
+            self._pending.append((sel, tuple(batch.request_ids), plan.depth, tight, seconds))
         return sel
 
     def observe(self, request_ids, selection, accepted):
         super().observe(request_ids, selection, accepted)
-        for i, (sel, depth, tight, seconds) in enumerate(self._pending):
-            if sel is selection:
-                del self._pending[i]
-                if tight.any():
-                    tokens = 1.0 + float(np.mean(np.asarray(accepted)[tight]))
-                    self.depth.record(depth, tokens, seconds)
-                return
+        for i, (sel, ids, depth, tight, seconds) in enumerate(self._pending):
+            rows = _rows_reported(sel, ids, request_ids, selection)
+            if rows is None:
+                continue
+            for _ in range(i + 1):  # this one, and older ones that will never be reported
+                self._pending.popleft()
+            if tight[rows].any():
+                tokens = 1.0 + float(np.mean(np.asarray(accepted)[tight[rows]]))
+                self.depth.record(depth, tokens, seconds)
+            return
+
+
+def _rows_reported(kept: Selection, ids: tuple, request_ids: Sequence[Hashable],
+                   reported: Selection) -> np.ndarray | None:
+    """[m] rows of the kept selection that a report is about: all of them when the report
+    carries the same object, the rows of its requests when it carries their sub-selection
+    (the same nodes chosen), None when it is about another iteration."""
+    if reported is kept:
+        return np.arange(kept.n)
+    where = {rid: k for k, rid in enumerate(ids)}
+    if not all(rid in where for rid in request_ids):
+        return None
+    rows = np.fromiter((where[rid] for rid in request_ids), np.int64, len(request_ids))
+    if not np.array_equal(kept.mask[rows], reported.mask):
+        return None
+    return rows
 
 
 class AdaServeCalibratedPolicy(AdaServePolicy):

@@ -163,3 +163,23 @@ def test_without_a_priced_draft_the_depth_is_eq8s():
         sel = policy.select(batch, plan, _chains(batch, plan.depth))
         policy.observe(batch.request_ids, sel, np.array([0, 0]))
     assert policy.depth.depth is None and not policy._pending
+
+
+def test_a_report_of_the_requests_still_running_counts_their_rows():
+    # the SGLang worker drops requests that finished since and sends their sub-selection
+    from adaserve.scheduler import Selection
+    batch = _batch()
+    policy = _policy()
+    plan = policy.plan(batch)
+    sel = policy.select(batch, plan, _chains(batch, plan.depth))
+    loose_only = Selection(sel.mask[[1]], sel.expected_accepted[[1]], sel.target[[1]])
+    policy.observe(["loose"], loose_only, np.array([0]))  # no tight request in it
+    assert policy.depth._tokens == {} and not policy._pending
+    plan = policy.plan(batch)
+    sel = policy.select(batch, plan, _chains(batch, plan.depth))
+    tight_only = Selection(sel.mask[[0]], sel.expected_accepted[[0]], sel.target[[0]])
+    other = Selection(~sel.mask[[0]], sel.expected_accepted[[0]], sel.target[[0]])
+    policy.observe(["tight"], other, np.array([2]))  # another iteration's nodes: not this one
+    assert policy.depth._tokens == {}
+    policy.observe(["tight"], tight_only, np.array([2]))
+    assert policy.depth._tokens == {plan.depth: 3.0}
