@@ -27,13 +27,12 @@ from pathlib import Path
 
 from _common import RESULTS
 from _paper import KIT, SETUPS, PaperSetup
-from _paper_runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha
+from _paper_runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha, system_sha
 
 from adaserve.loadgen.records import Record, summarize
 from adaserve.sim.fleet import simulate_fleet
 from adaserve.sim.hardware import DATA as HW_DATA
 from adaserve.sim.scale import scale_rate
-from adaserve.sim.setups import DATA as SETUP_DATA
 
 RUNS = RESULTS / "sim" / "fleet-runs"
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +75,7 @@ class FleetTask:
     def inputs(self) -> dict:
         hw = self.setup.deploy.hardware_of(self.policy)
         return {"trace_sha": _sha(self.trace), "deployment": self.setup.deployment,
-                "deployment_sha": _model_sha(SETUP_DATA / f"{self.setup.deployment}.json"),
+                "deployment_sha": system_sha(self.setup.deploy, self.policy),
                 "hardware": hw, "hardware_sha": _model_sha(HW_DATA / f"{hw}.json"),
                 "acceptance": self.setup.acceptance,
                 "acceptance_sha": _model_sha(ACC_DATA / f"{self.setup.acceptance}.json"),
@@ -150,25 +149,30 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def rekey(check: int = 2) -> list[str]:
-    """Give kept runs of an older code version the current code hash where a re-run shows
-    the change did not move them; a line per version says what was done.
+    """Give kept runs of an older code version, or made before an edit of their set-up
+    file, the current keys where a re-run shows the change did not move them; a line per
+    version says what was done.
 
-    A run qualifies when its inputs differ from its task's in the code hash alone. Its
-    version's `check` samples are the cheapest run at the fewest replicas and at the most
-    (then the next cheapest runs): a change that moves one N, or one router, shows there
-    first. A sample is a check, not a proof; the page's runs are what `--rekey` leaves."""
-    current = code_sha()
-    groups: dict[str, list[tuple[Path, dict, FleetTask]]] = {}
+    A run qualifies when its inputs differ from its task's in the code hash, the set-up's
+    hash for its policy, or both. Its version's `check` samples are the cheapest run at the
+    fewest replicas and at the most (then the next cheapest runs): a change that moves one
+    N, or one router, shows there first. A sample is a check, not a proof; the page's runs
+    are what `--rekey` leaves."""
+    keys = ("code_sha", "deployment_sha")
+    groups: dict[tuple[str, str], list[tuple[Path, dict, FleetTask]]] = {}
     for path in sorted(RUNS.rglob("*.json")):
         kept = json.loads(path.read_text())
         task = _task_of(kept)
-        if task is None or kept["inputs"]["code_sha"] == current:
+        if task is None:
             continue
-        want = {**task.inputs(), "code_sha": kept["inputs"]["code_sha"]}
-        if kept["inputs"] == want and task.path == path:
-            groups.setdefault(kept["inputs"]["code_sha"], []).append((path, kept, task))
+        now = task.inputs()
+        if kept["inputs"] == now:
+            continue
+        if kept["inputs"] == {**now, **{k: kept["inputs"][k] for k in keys}} and task.path == path:
+            groups.setdefault(tuple(kept["inputs"][k] for k in keys), []).append((path, kept, task))
     lines = []
-    for old, runs in groups.items():
+    for (old_code, old_setup), runs in groups.items():
+        name = f"code {old_code[:12]}, set-up {old_setup[:12]}"
         by_cost = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))
         ends = {min(r[2].replicas for r in runs), max(r[2].replicas for r in runs)}
         picks = [next(r for r in by_cost if r[2].replicas == n) for n in sorted(ends)]
@@ -176,12 +180,12 @@ def rekey(check: int = 2) -> list[str]:
         picks = picks[:check]
         moved = [r[0].name for r in picks if not _same(measure(r[2]), r[1])]
         if moved:
-            lines.append(f"code {old[:12]}: {len(runs)} runs left stale, re-runs differ: "
+            lines.append(f"{name}: {len(runs)} runs left stale, re-runs differ: "
                          f"{', '.join(moved)}")
             continue
-        for path, kept, _ in runs:
-            kept["inputs"]["code_sha"] = current
+        for path, kept, task in runs:
+            kept["inputs"] = task.inputs()
             path.write_text(json.dumps(kept, indent=1) + "\n")
-        lines.append(f"code {old[:12]}: {len(runs)} runs re-keyed to {current[:12]} "
+        lines.append(f"{name}: {len(runs)} runs re-keyed to code {code_sha()[:12]} "
                      f"({len(picks)} re-run identical: {', '.join(r[0].name for r in picks)})")
-    return lines or [f"every kept run already has the current code hash {current[:12]}"]
+    return lines or ["no kept run differs from its task in the code or set-up hash alone"]

@@ -53,12 +53,8 @@ class Task:
 
     def inputs(self) -> dict:
         deploy = self.setup.deploy
-        # what this system runs on: the engine settings, its own entry, the output lengths
-        spec = {"engine": dict(deploy.engine), "system": dict(deploy.systems.get(self.system, {})),
-                "eos_hazard": deploy.eos_hazard, "acceptance": deploy.acceptance}
         return {"trace_sha": _sha(self.trace), "deployment": deploy.name,
-                "deployment_sha": hashlib.sha256(json.dumps(spec, sort_keys=True).encode()
-                                                 ).hexdigest(),
+                "deployment_sha": system_sha(deploy, self.system),
                 "hardware": self.hw_name,
                 "hardware_sha": _model_sha(HW_DATA / f"{self.hw_name}.json"),
                 "acceptance_sha": _model_sha(ACC_DATA / f"{deploy.acceptance}.json"),
@@ -69,6 +65,14 @@ class Task:
         hw = "" if not self.hardware else f"{self.hardware}/"
         return (RUNS / self.setup.key / hw / _sha(self.trace)[:12]
                 / f"{self.system}-s{self.run_seed}.json")
+
+
+def system_sha(deploy, system: str) -> str:
+    """A hash of what ``system`` runs on in a deployment: the engine settings, its own
+    entry, the output lengths. Another system's entry added or changed leaves it alone."""
+    spec = {"engine": dict(deploy.engine), "system": dict(deploy.systems.get(system, {})),
+            "eos_hazard": deploy.eos_hazard, "acceptance": deploy.acceptance}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
 @functools.lru_cache(maxsize=None)  # within one process the files do not change

@@ -18,8 +18,8 @@ runs.
 Runs are kept under results/sim/fleet-runs/ and reused while their inputs (the scheduling
 code included, docstrings and comments left out) are unchanged (_fleet_runs.py). After a
 change that cannot move them (a new policy or router beside theirs), `--rekey` re-runs a
-few runs of each older code version and re-keys that version's runs if every re-run comes
-out identical, instead of running all of them again."""
+few runs of each older code (or set-up) version and re-keys that version's runs if every
+re-run comes out identical, instead of running all of them again."""
 
 from __future__ import annotations
 
@@ -92,10 +92,10 @@ def main() -> int:
     ap.add_argument("--policy", default="adaserve")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--rekey", action="store_true",
-                    help="only re-key kept runs of older code whose re-runs come out "
+                    help="only re-key kept runs of older code or set-up whose re-runs come out "
                          "identical (_fleet_runs.rekey), then stop")
     ap.add_argument("--rekey-check", type=int, default=2,
-                    help="runs re-run per older code version with --rekey")
+                    help="runs re-run per older code or set-up version with --rekey")
     args = ap.parse_args()
     if args.rekey:
         if args.rekey_check < 1:

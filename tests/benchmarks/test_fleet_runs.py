@@ -74,6 +74,9 @@ def test_rekey_moves_only_runs_whose_re_runs_are_identical(tmp_path, monkeypatch
 
     same = [keep(1, "round-robin", "old-same"), keep(2, "least-load", "old-same"),
             keep(4, "least-load", "old-same")]
+    # made before the set-up file changed (another policy's entry added): its own version
+    setup = [keep(1, "least-load", "old-same", deployment_sha="old-setup"),
+             keep(8, "least-load", "old-same", deployment_sha="old-setup")]
     moved = [keep(2, "round-robin", "old-moved"), keep(4, "round-robin", "old-moved")]
     other = keep(8, "round-robin", "old-same", seed=7)  # another input differs: stale anyway
     rerun = []
@@ -87,10 +90,13 @@ def test_rekey_moves_only_runs_whose_re_runs_are_identical(tmp_path, monkeypatch
     lines = runs.rekey(check=2)
     code = lambda p: json.loads(p.read_text())["inputs"]["code_sha"]  # noqa: E731
     assert all(code(p) == runs.code_sha() for p in same)
+    for p in setup:  # both keys moved to the task's
+        assert json.loads(p.read_text())["inputs"] == runs._task_of(json.loads(p.read_text())).inputs()
     assert all(code(p) == "old-moved" for p in moved)
     assert code(other) == "old-same"
     # each version re-ran its cheapest run at its fewest and its most replicas
-    assert sorted(rerun) == [(1, "round-robin"), (2, "round-robin"), (4, "least-load"),
-                             (4, "round-robin")]
+    assert sorted(rerun) == [(1, "least-load"), (1, "round-robin"), (2, "round-robin"),
+                             (4, "least-load"), (4, "round-robin"), (8, "least-load")]
     assert any("3 runs re-keyed" in line for line in lines)
+    assert any("set-up old-setup: 2 runs re-keyed" in line for line in lines)
     assert any("2 runs left stale" in line and "x4" in line for line in lines)
