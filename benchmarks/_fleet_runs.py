@@ -8,11 +8,13 @@ adaserve/sim/*.py) taken over its syntax trees without docstrings, so a comment,
 or the layout may change and the runs stay; a change to a policy or to the loop runs
 everything again, so the page can simply be re-run after one.
 
+Of the set-up file, the inputs hold what the run's policy runs on (``system_sha``: the
+engine settings and its own entry), so an entry added for another policy keeps the runs.
 A change that cannot alter what a kept run measured (a new policy or router class beside
-the ones the runs use) still changes the hash. `rekey` then checks instead of re-running
-everything: it re-runs a few runs of each older code version and gives that version's runs
-the current hash only if every re-run measures exactly what was kept
-(`python benchmarks/sim_fleet.py --rekey`).
+the ones the runs use, an edit of the set-up's other entries) still changes a hash. `rekey`
+then checks instead of re-running everything: it re-runs a few runs of each older code or
+set-up version and gives that version's runs the current keys only if every re-run
+measures exactly what was kept (`python benchmarks/sim_fleet.py --rekey`).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from _paper import PaperSetup
 from adaserve.loadgen.records import Record, summarize
 from adaserve.sim.hardware import DATA as HW_DATA
 from adaserve.sim.run import SimRun, run
+from adaserve.sim.setups import Deployment
 
 RUNS = RESULTS / "sim" / "runs"
 ACC_DATA = HW_DATA.parent / "acceptance"
@@ -67,7 +68,7 @@ class Task:
                 / f"{self.system}-s{self.run_seed}.json")
 
 
-def system_sha(deploy, system: str) -> str:
+def system_sha(deploy: Deployment, system: str) -> str:
     """A hash of what ``system`` runs on in a deployment: the engine settings, its own
     entry, the output lengths. Another system's entry added or changed leaves it alone."""
     spec = {"engine": dict(deploy.engine), "system": dict(deploy.systems.get(system, {})),
