@@ -18,9 +18,21 @@ with the most tokens per second. Requests with slack are left out: pacing trims 
 their root whatever the depth, so their flat one token per step would hide what depth does
 for the requests that decide attainment. Neighbours it has not tried are explored: one
 iteration in ``period`` drafts one level deeper, another one level shallower.
+
+A rate cannot see a threshold: a request attains only if it commits what its SLO needs per
+step, and a tree of depth d commits at most d + 1 tokens. When the tight requests' SLOs are
+far below the iteration (Fig. 11's urgent class at 0.6x the baseline: 16.8 ms against
+~55 ms iterations on Qwen2.5-32B, 3.3 tokens a step) a shallow tree has the best rate
+and cannot keep any of them on their SLO. So the depth never drops below ``need_floor``:
+the shallowest depth whose d + 1 tokens hold the median tight request's need per step at
+that depth's own iteration latency.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
 
 # One iteration in 20 explores each neighbour: 10% of iterations off the chosen depth. A
 # decay of 0.9 per sample remembers about 10 samples of a neighbour, i.e. the last ~200
@@ -50,14 +62,16 @@ class MeasuredDepth:
             return None
         return self._tokens[depth] / self._seconds[depth] if self._seconds[depth] > 0 else float("inf")
 
-    def next_depth(self, cap: int) -> int:
-        """The depth to draft this iteration, in [1, cap]; ``cap`` is Eq. 8's depth (the
-        budget per request bounds it). Starts at the cap, then moves to the measured best of
-        its neighbours, the shallower on a tie."""
-        if cap < 1:
-            raise ValueError(f"cap must be >= 1, got {cap!r}")
-        d = cap if self.depth is None else min(self.depth, cap)
-        measured = [k for k in (d - 1, d, d + 1) if 1 <= k <= cap and k in self._tokens]
+    def next_depth(self, cap: int, floor: int = 1) -> int:
+        """The depth to draft this iteration, in [floor, cap]; ``cap`` is Eq. 8's depth (the
+        budget per request bounds it) and wins over a higher ``floor``. Starts at the cap,
+        then moves to the measured best of its neighbours, the shallower on a tie; the
+        probes stay within the range too."""
+        if cap < 1 or floor < 1:
+            raise ValueError(f"cap and floor must be >= 1, got {cap!r}, {floor!r}")
+        floor = min(floor, cap)
+        d = cap if self.depth is None else min(max(self.depth, floor), cap)
+        measured = [k for k in (d - 1, d, d + 1) if floor <= k <= cap and k in self._tokens]
         if measured:
             d = max(measured, key=lambda k: self.rate(k))  # max keeps the first: shallower
         self.depth = d
@@ -65,7 +79,7 @@ class MeasuredDepth:
         phase = self._plans % self.period
         if phase == 0 and d < cap:
             return d + 1
-        if phase == self.period // 2 and d > 1:
+        if phase == self.period // 2 and d > floor:
             return d - 1
         return d
 
@@ -81,3 +95,31 @@ class MeasuredDepth:
             self._seconds[depth] = a * self._seconds[depth] + (1 - a) * seconds
         else:
             self._tokens[depth], self._seconds[depth] = tokens, seconds
+
+
+def need_floor(tpot_slo_s: np.ndarray, t_iter_s: Sequence[float], correction: float) -> int:
+    """The shallowest depth d whose d + 1 tokens hold the median tight request's need per
+    step at that depth's own predicted iteration latency, ``t_iter_s[d - 1]`` (d = 1 ..
+    Eq. 8's depth); where none does, the depth that comes closest (the shortfall need -
+    (d + 1) smallest, the shallower on a tie: a level adds a token and lengthens the
+    iteration by less than an SLO, so usually the deepest). need = t_iter x correction /
+    SLO is the authors' need without its catch-up term, so one request far behind does not
+    set everyone's depth; tight means an SLO shorter than the iteration. 1 when nobody is
+    tight or the iteration is unpriced.
+
+    The median, not the tightest: a few very urgent requests among many lenient ones should
+    not make every request pay for a deep draft."""
+    slo = np.asarray(tpot_slo_s, np.float64)  # [n], NaN best effort
+    best, best_short = 1, float("inf")
+    for d, t in enumerate(t_iter_s, start=1):
+        if t <= 0:
+            return 1
+        with np.errstate(invalid="ignore"):  # best effort (NaN) is never tight
+            tight = slo < t  # [n]
+        need = float(np.median(t * correction / slo[tight])) if tight.any() else 0.0
+        short = max(need - (d + 1), 0.0)
+        if short <= 1e-9:  # held (an exact need of 3 is held by depth 2)
+            return d
+        if short < best_short:
+            best, best_short = d, short
+    return best

@@ -21,7 +21,7 @@ from adaserve.scheduler.acceptance import (AcceptanceTracker, RequestCalibration
 from adaserve.scheduler.authors import in_slo_phase, slo_need, slo_token_cap, tree_shape
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
-from adaserve.scheduler.depth import MeasuredDepth
+from adaserve.scheduler.depth import MeasuredDepth, need_floor
 from adaserve.scheduler.selection import (
     Selection,
     select_all,
@@ -256,8 +256,9 @@ class AdaServePacedTriageDepthPolicy(AdaServePacedTriagePolicy):
     """adaserve-paced-triage drafting at a measured depth (``depth.MeasuredDepth``): the
     neighbour of the current depth, within Eq. 8's, at which the requests whose SLO is
     shorter than an iteration committed the most tokens per second of predicted iteration
-    latency. Needs a latency predictor that prices draft steps; without one every depth
-    costs the same and Eq. 8's stands.
+    latency, and never shallower than the median tight request's need per step
+    (``depth.need_floor``). Needs a latency predictor that prices draft steps; without one
+    every depth costs the same and Eq. 8's stands.
 
     What an iteration yielded reaches ``observe`` with its ``Selection``; the depth, the
     tight requests and the predicted latency are kept beside it until then, so an engine
@@ -278,7 +279,11 @@ class AdaServePacedTriageDepthPolicy(AdaServePacedTriagePolicy):
         base = super().plan(batch)
         if not base.speculates or not _prices_drafting(self.latency):
             return base
-        d = self.depth.next_depth(base.depth)
+        seconds = [self._priced(batch, s, self._verify_tokens(batch.n, s)).t_spec_s
+                   for s in (SpecPlan(depth=k, width=base.width)
+                             for k in range(1, base.depth + 1))]  # [cap]
+        floor = need_floor(batch.tpot_slo_s, seconds, self.config.rules.correction)
+        d = self.depth.next_depth(base.depth, floor)
         if d == base.depth:
             return base
         shape = SpecPlan(depth=d, width=base.width)

@@ -7,7 +7,7 @@ import pytest
 
 from adaserve.scheduler import (SLO, BatchView, CandidateBatch, CandidateTree, IterationLatency,
                                 LatencyModel, RequestProgress, SchedulerConfig, make_policy)
-from adaserve.scheduler.depth import MeasuredDepth
+from adaserve.scheduler.depth import MeasuredDepth, need_floor
 
 
 def test_it_starts_at_the_cap_and_explores_either_side():
@@ -57,6 +57,40 @@ def test_bad_settings_are_refused(kwargs):
         MeasuredDepth(**kwargs)
 
 
+def test_a_floor_bounds_the_depth_and_its_probes():
+    rule = MeasuredDepth(period=4)
+    rule.next_depth(4)
+    rule.record(1, 2.0, 0.030)  # the best rate by far
+    rule.record(2, 2.0, 0.045)
+    rule.record(3, 2.2, 0.050)
+    rule.depth = 2
+    # from 2 the best neighbour is 1, but the floor is 2: plans 2-5 stay at 2, the
+    # shallower probe (plan 2) is not taken, the deeper one (plan 4) is
+    assert [rule.next_depth(4, floor=2) for _ in range(4)] == [2, 2, 3, 2]
+    assert rule.next_depth(4) == 1  # without the floor it moves to the best rate
+    assert rule.next_depth(2, floor=3) == 2  # Eq. 8's cap wins over a higher floor
+    with pytest.raises(ValueError):
+        rule.next_depth(4, floor=0)
+
+
+def test_the_need_floor_holds_the_median_tight_requests_need():
+    ms = 1e-3
+    slo = np.array([16.8, 16.8, 33.6, 150.0, np.nan]) * ms  # two urgent, one x1.2, loose, none
+    # iterations of 45 / 50 / 55 / 60 ms at depths 1-4: the three first are tight, and the
+    # median need (an urgent request's) is 2.81 tokens at depth 1 (which holds 2), 3.13 at
+    # depth 2 (holds 3), 3.44 at depth 3 (holds 4): the floor is 3
+    t = [0.045, 0.050, 0.055, 0.060]
+    assert need_floor(slo, t, 1.05) == 3
+    assert need_floor(slo[2:], t, 1.05) == 1  # x1.2 alone: 1.41 tokens, held by depth 1
+    assert need_floor(np.array([20.0, 20.0]) * ms, [0.045, 0.060], 1.0) == 2  # 2.25, then 3.0
+    assert need_floor(slo[3:], t, 1.05) == 1  # nobody tight
+    assert need_floor(slo, [0.0] * 4, 1.05) == 1  # unpriced
+    # a need no depth up to the cap holds: the depth that comes closest, usually the cap
+    assert need_floor(np.array([10.0]) * ms, [0.040, 0.045, 0.050], 1.0) == 3  # 4, 4.5, 5
+    # unless each level adds more latency than a token's worth: then the shallowest
+    assert need_floor(np.array([10.0]) * ms, [0.040, 0.080, 0.120], 1.0) == 1  # 4, 8, 12
+
+
 def test_bad_records_are_refused():
     rule = MeasuredDepth()
     for args in ((0, 2.0, 0.05), (2, 0.5, 0.05), (2, 2.0, -1.0)):
@@ -75,9 +109,10 @@ def _latency(draft=True):
 
 
 def _batch():
-    # "tight": a 20 ms SLO, shorter than any iteration here (>= 35 ms): it needs drafting;
-    # "loose": 500 ms, far ahead (pacing trims it to its root whatever the depth)
-    return BatchView.from_progress([RequestProgress("tight", SLO.from_ms(20), 0.2, 9, 100),
+    # "tight": a 25 ms SLO, shorter than any iteration here (>= 35 ms): it needs drafting,
+    # under 2 tokens a step (so the need floor stays at depth 1); "loose": 500 ms, far
+    # ahead (pacing trims it to its root whatever the depth)
+    return BatchView.from_progress([RequestProgress("tight", SLO.from_ms(25), 0.2, 9, 100),
                                     RequestProgress("loose", SLO.from_ms(500), 0.2, 9, 100)])
 
 
@@ -183,3 +218,22 @@ def test_a_report_of_the_requests_still_running_counts_their_rows():
     assert policy.depth._tokens == {}
     policy.observe(["tight"], tight_only, np.array([2]))
     assert policy.depth._tokens == {plan.depth: 3.0}
+
+
+def test_urgent_requests_keep_the_draft_deep_enough_for_their_need():
+    # measured rates favour depth 1; requests whose SLO needs 3.5 tokens a step make the
+    # policy draft at depth 3 (4 tokens) instead; milder tight requests let it go to 1
+    def depth_for(slo_ms):
+        policy = make_policy("adaserve-paced-triage-depth",
+                             SchedulerConfig(budget=16, max_depth=4, max_width=1,
+                                             cost_aware_depth=False), _latency())
+        policy.depth = MeasuredDepth(period=1000)  # no probes here
+        policy.depth.depth = 2
+        for depth, tokens, seconds in ((1, 2.0, 0.039), (2, 2.0, 0.046), (3, 2.1, 0.053)):
+            policy.depth.record(depth, tokens, seconds)
+        batch = BatchView.from_progress(
+            [RequestProgress(f"r{i}", SLO.from_ms(slo_ms), 0.1, 9, 100) for i in range(2)]
+            + [RequestProgress("loose", SLO.from_ms(500), 0.2, 9, 100)])
+        return policy.plan(batch).depth
+    assert depth_for(17) == 3
+    assert depth_for(35) == 1
