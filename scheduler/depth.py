@@ -100,10 +100,10 @@ class MeasuredDepth:
 def need_floor(tpot_slo_s: np.ndarray, t_iter_s: Sequence[float], correction: float) -> int:
     """The shallowest depth d whose d + 1 tokens hold the median tight request's need per
     step at that depth's own predicted iteration latency, ``t_iter_s[d - 1]`` (d = 1 ..
-    Eq. 8's depth); where none does, the depth that comes closest (the shortfall need -
-    (d + 1) smallest, the shallower on a tie: a level adds a token and lengthens the
-    iteration by less than an SLO, so usually the deepest). need = t_iter x correction /
-    SLO is the authors' need without its catch-up term, so one request far behind does not
+    Eq. 8's depth). Where none does, the depth with the smallest shortfall need - (d + 1),
+    the shallower on a tie; usually the deepest, since a level adds a token and lengthens
+    the iteration by less than an SLO. need = t_iter x correction / SLO is the authors'
+    need without its catch-up term, so one request far behind does not
     set everyone's depth; tight means an SLO shorter than the iteration. 1 when nobody is
     tight or the iteration is unpriced.
 

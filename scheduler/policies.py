@@ -279,9 +279,9 @@ class AdaServePacedTriageDepthPolicy(AdaServePacedTriagePolicy):
         base = super().plan(batch)
         if not base.speculates or not _prices_drafting(self.latency):
             return base
-        seconds = [self._priced(batch, s, self._verify_tokens(batch.n, s)).t_spec_s
-                   for s in (SpecPlan(depth=k, width=base.width)
-                             for k in range(1, base.depth + 1))]  # [cap]
+        shapes = [SpecPlan(depth=k, width=base.width) for k in range(1, base.depth + 1)]
+        seconds = [self.predict_latency(batch, s, self._verify_tokens(batch.n, s))
+                   for s in shapes]  # [cap] predicted latency at each depth
         floor = need_floor(batch.tpot_slo_s, seconds, self.config.rules.correction)
         d = self.depth.next_depth(base.depth, floor)
         if d == base.depth:
