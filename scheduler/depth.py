@@ -103,9 +103,9 @@ def need_floor(tpot_slo_s: np.ndarray, t_iter_s: Sequence[float], correction: fl
     Eq. 8's depth). Where none does, the depth with the smallest shortfall need - (d + 1),
     the shallower on a tie; usually the deepest, since a level adds a token and lengthens
     the iteration by less than an SLO. need = t_iter x correction / SLO is the authors'
-    need without its catch-up term, so one request far behind does not
-    set everyone's depth; tight means an SLO shorter than the iteration. 1 when nobody is
-    tight or the iteration is unpriced.
+    need without its catch-up term, so one request far behind does not set everyone's
+    depth; tight means an SLO shorter than the iteration. 1 when nobody is tight or the
+    iteration is unpriced.
 
     The median, not the tightest: a few very urgent requests among many lenient ones should
     not make every request pay for a deep draft."""

@@ -279,15 +279,14 @@ class AdaServePacedTriageDepthPolicy(AdaServePacedTriagePolicy):
         base = super().plan(batch)
         if not base.speculates or not _prices_drafting(self.latency):
             return base
-        shapes = [SpecPlan(depth=k, width=base.width) for k in range(1, base.depth + 1)]
-        seconds = [self.predict_latency(batch, s, self._verify_tokens(batch.n, s))
-                   for s in shapes]  # [cap] predicted latency at each depth
-        floor = need_floor(batch.tpot_slo_s, seconds, self.config.rules.correction)
-        d = self.depth.next_depth(base.depth, floor)
-        if d == base.depth:
-            return base
-        shape = SpecPlan(depth=d, width=base.width)
-        return self._priced(batch, shape, self._verify_tokens(batch.n, shape))
+        # every depth up to Eq. 8's, priced once: the floor reads their latencies and the
+        # chosen one is returned as it is (the last is base's own shape)
+        priced = [self._priced(batch, s, self._verify_tokens(batch.n, s))
+                  for s in (SpecPlan(depth=k, width=base.width) for k in range(1, base.depth))]
+        priced.append(base)
+        floor = need_floor(batch.tpot_slo_s, [p.t_spec_s for p in priced],
+                           self.config.rules.correction)
+        return priced[self.depth.next_depth(base.depth, floor) - 1]
 
     def _select(self, batch, plan, candidates):
         sel = super()._select(batch, plan, candidates)
