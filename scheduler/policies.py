@@ -207,7 +207,7 @@ class AdaServeTriagePolicy(AdaServePolicy):
     request is given up for the iteration when even the most the SLO phase could give it,
     a_max = min(1 + the top n_max f(v) of its tree, d + 1), cannot bring its final TPOT
     within the SLO (``triage.unreachable``). It leaves the SLO phase and still competes for
-    the budget in the throughput phase. Unknown horizons (``remaining_tokens`` None):
+    the budget in the throughput phase. Unknown horizons (``max_tokens_left`` None):
     adaserve.
     """
 
@@ -215,7 +215,7 @@ class AdaServeTriagePolicy(AdaServePolicy):
     summary = "adaserve, requests that cannot reach their SLO any more served best-effort"
 
     def _slo_rows(self, batch, plan, candidates, served):
-        if batch.remaining_tokens is None:
+        if batch.max_tokens_left is None:
             return served
         n_max = slo_token_cap(self.config.budget, batch.n, self.config.rules) + 1
         a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]

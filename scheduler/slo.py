@@ -65,15 +65,17 @@ class RequestProgress:
     decode_latency_s: float = 0.0
     decoded_tokens: int = 0
     context_tokens: int = 0
-    remaining_tokens: int | None = None  # R, output tokens still to come; None: unknown
+    # max_tokens less the tokens produced: a cap the client sent, not where the output will
+    # end (an EOS can come first, and nothing tells a server when); None: no cap given
+    max_tokens_left: int | None = None
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.decode_latency_s) or self.decode_latency_s < 0:
             raise ValueError(f"decode latency must be finite and >= 0, got {self.decode_latency_s}")
         if self.decoded_tokens < 0 or self.context_tokens < 0:
             raise ValueError("decoded and context token counts must be >= 0")
-        if self.remaining_tokens is not None and self.remaining_tokens < 0:
-            raise ValueError(f"remaining tokens must be None or >= 0, got {self.remaining_tokens}")
+        if self.max_tokens_left is not None and self.max_tokens_left < 0:
+            raise ValueError(f"max_tokens_left must be None or >= 0, got {self.max_tokens_left}")
 
     def requirement(self, t_spec_s: float) -> float:
         """A(r): tokens this iteration must accept for the request to stay on its SLO."""
@@ -91,9 +93,11 @@ class BatchView:
     decode_latency_s: np.ndarray  # [n] float64, l
     decoded_tokens: np.ndarray  # [n] int64, o
     context_tokens: np.ndarray  # [n] int64, tokens already in the KV cache
-    # [n] int64, R: output tokens still to come at most (max_tokens - generated). None: the
-    # horizon is unknown (an engine that does not fill it in); policies then never triage.
-    remaining_tokens: np.ndarray | None = None
+    # [n] int64, R: the output tokens max_tokens still allows (max_tokens - generated), the
+    # client's cap. Where an output will end is in no field: a server learns it when the EOS
+    # comes out, so no policy can read it. None: no cap known (an engine that does not fill
+    # it in); policies then never triage.
+    max_tokens_left: np.ndarray | None = None
     # [n] bool, SLO.relative per request. None: unknown, every SLO counts as relative (an
     # engine that does not fill it in loses nothing: all its requests reach the SLO phase)
     slo_relative: np.ndarray | None = None
@@ -103,14 +107,14 @@ class BatchView:
         for name in ("tpot_slo_s", "decode_latency_s", "decoded_tokens", "context_tokens"):
             if np.shape(getattr(self, name)) != (n,):
                 raise ValueError(f"BatchView.{name} must have shape ({n},)")
-        for name in ("remaining_tokens", "slo_relative"):
+        for name in ("max_tokens_left", "slo_relative"):
             if getattr(self, name) is not None and np.shape(getattr(self, name)) != (n,):
                 raise ValueError(f"BatchView.{name} must be None or have shape ({n},)")
 
     @classmethod
     def from_progress(cls, requests: Sequence[RequestProgress]) -> BatchView:
-        """The batch of ``requests``; remaining_tokens is known only if every request has it."""
-        known = bool(requests) and all(r.remaining_tokens is not None for r in requests)
+        """The batch of ``requests``; max_tokens_left is known only if every request has it."""
+        known = bool(requests) and all(r.max_tokens_left is not None for r in requests)
         return cls(
             request_ids=tuple(r.request_id for r in requests),
             tpot_slo_s=np.array(
@@ -119,7 +123,7 @@ class BatchView:
             decode_latency_s=np.array([r.decode_latency_s for r in requests], np.float64),
             decoded_tokens=np.array([r.decoded_tokens for r in requests], np.int64),
             context_tokens=np.array([r.context_tokens for r in requests], np.int64),
-            remaining_tokens=(np.array([r.remaining_tokens for r in requests], np.int64)
+            max_tokens_left=(np.array([r.max_tokens_left for r in requests], np.int64)
                               if known else None),
             slo_relative=np.array([r.slo.relative for r in requests], bool),
         )

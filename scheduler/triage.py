@@ -17,7 +17,10 @@ def unreachable(batch: BatchView, best_yield: np.ndarray, t_iter_s: float) -> np
     """[n] bool: requests whose SLO is out of reach even at the best per-iteration yield.
 
     With l the decode latency since the first token, o the tokens after the first, R the
-    tokens still to come (``batch.remaining_tokens``), a_max = ``best_yield`` the most
+    tokens the client's max_tokens still allows (``batch.max_tokens_left``: a cap, since
+    where an output ends is unknown until it ends; an earlier end leaves fewer iterations
+    to catch up in, so reading the cap gives up fewer requests, never more), a_max =
+    ``best_yield`` the most
     tokens per iteration the SLO phase could give the request and t_iter the predicted
     iteration latency, the best TPOT the request can still end with is
 
@@ -30,14 +33,14 @@ def unreachable(batch: BatchView, best_yield: np.ndarray, t_iter_s: float) -> np
 
     Never unreachable: best-effort requests, requests with no tokens ahead or behind
     (o + R = 0: no TPOT to miss), and every request when R is unknown
-    (``remaining_tokens`` None). With t_iter = 0 (no latency model) the future is taken to
+    (``max_tokens_left`` None). With t_iter = 0 (no latency model) the future is taken to
     be free, TPOT_best = l / (o + R): only requests already lost whatever happens next are
     given up, so without a prediction triage errs toward serving.
     """
     n = batch.n
-    if batch.remaining_tokens is None or n == 0:
+    if batch.max_tokens_left is None or n == 0:
         return np.zeros(n, bool)
-    r = np.maximum(batch.remaining_tokens, 0).astype(np.float64)  # [n]
+    r = np.maximum(batch.max_tokens_left, 0).astype(np.float64)  # [n]
     a = np.maximum(np.asarray(best_yield, np.float64), 1.0)  # the root is always a token
     iters = np.ceil(r / a)  # [n]
     tokens = batch.decoded_tokens + r  # [n] o + R

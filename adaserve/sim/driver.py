@@ -118,11 +118,13 @@ def _add(core: EngineCore, r: SimRequest, records: dict[str, Record], seed: int)
     records[rid] = Record(r.index, r.slo_class, r.slo_ms, scheduled_s=r.t, sent_s=r.t,
                           prompt_tokens=r.prompt_tokens)
     # without the real prompt, ids are placeholders: the acceptance model decides what the
-    # target says
+    # target says. max_tokens is the client's cap; where the output ends only the
+    # simulated model knows (SimExecutor.end_at), and says it with an EOS as a model does.
     core.add(rid, list(r.prompt_ids) if r.prompt_ids is not None else [0] * r.prompt_tokens,
-             SamplingParams(max_tokens=r.output_tokens, ignore_eos=True,
-                            seed=(seed << 32) + r.index),
+             SamplingParams(max_tokens=r.output_tokens, seed=(seed << 32) + r.index),
              SLO.from_ms(r.slo_ms, r.slo_relative))
+    if r.ends_at is not None:
+        core.executor.end_at(rid, r.ends_at)
 
 
 def _update(rec: Record, out: Output, now: float) -> int:

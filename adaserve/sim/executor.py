@@ -17,6 +17,9 @@ from adaserve.sim.hardware import HardwareModel
 
 _NOTHING = np.zeros(0, np.int64)  # no accepted nodes (read only, shared)
 _NOTHING.flags.writeable = False
+# The simulated model's EOS: the top id of the executor's vocabulary, which neither
+# acceptance model emits (synthetic tokens are child ranks, replayed ones a real tokenizer's)
+SIM_EOS = (1 << 31) - 1
 
 
 class SimExecutor(Executor):
@@ -28,6 +31,10 @@ class SimExecutor(Executor):
     does), its later steps (each layer's tokens), the verify forward (the selected tokens),
     each over the batch's context, plus the hardware model's host overhead. Not modelled:
     KV slot moves and the detokenizer (no tokenizer: outputs are token ids).
+
+    The executor plays the model, so it alone knows where an output ends: ``end_at`` tells
+    it, and the target then says ``SIM_EOS`` after that many output tokens, which the
+    engine handles as any EOS. The scheduler learns the end only when the token comes out.
 
     With ``hardware.fuses_prefill`` the target's prefill chunk and the verify tokens of the
     same iteration are one forward. The prefill is charged alone when it runs (an iteration
@@ -44,12 +51,19 @@ class SimExecutor(Executor):
             raise ValueError(f"n_slots must be >= 1, got {n_slots!r}")
         self.hardware, self.acceptance, self.clock = hardware, acceptance, clock
         self.n_slots, self.vocab, self.with_draft = n_slots, vocab, with_draft
-        self.eos_ids: frozenset[int] = frozenset()
+        self.eos_ids: frozenset[int] = frozenset({SIM_EOS})
+        self.ends: dict[str, int] = {}  # request id -> output tokens before its EOS
         self.tokenizer = None
         self.draft_len = np.zeros(n_slots, np.int64)  # [slots] tokens the draft has seen
         # this iteration's prefill forward (context, per-chunk tokens), which a fusing
         # verify forward takes in; None: no prefill since the iteration began
         self.prefilled: tuple[int, list[int]] | None = None
+
+    def end_at(self, request_id: str, output_tokens: int) -> None:
+        """The model ends ``request_id``'s output after ``output_tokens`` tokens."""
+        if output_tokens < 1:
+            raise ValueError(f"an output ends after >= 1 token, got {output_tokens!r}")
+        self.ends[request_id] = output_tokens
 
     def begin_iteration(self) -> None:
         self.prefilled = None
@@ -83,6 +97,8 @@ class SimExecutor(Executor):
         else:
             trees: SimTrees = drafted.state[0]
             accepted, new_tokens = walk(candidates, mask, trees.target_token)
+        if self.ends:
+            new_tokens = [self._say_eos(r, new) for r, new in zip(reqs, new_tokens)]
         verified = mask.sum(1).astype(np.int64)
         ctx, sizes = _context(reqs), verified.tolist()
         if self.hardware.fuses_prefill and self.prefilled is not None:
@@ -91,6 +107,16 @@ class SimExecutor(Executor):
             self.clock.advance(self.hardware.verify_s(ctx, sizes))
         self.prefilled = None
         return VerifyResult(accepted, new_tokens, verified)
+
+    def _say_eos(self, r: Request, new: list[int]) -> list[int]:
+        """``new`` with the target's EOS where the model ends r's output: the draft guessed
+        the tokens the walk accepted, the target then says EOS in place of the next one."""
+        end = self.ends.get(r.id)
+        k = None if end is None else end - (len(r.tokens) - r.n_prompt)
+        if k is None or not 0 <= k < len(new):
+            return new
+        del self.ends[r.id]
+        return new[:k] + [SIM_EOS]
 
     def commit_draft(self, reqs: Sequence[Request], drafted: Drafted,
                      result: VerifyResult) -> None:

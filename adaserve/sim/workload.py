@@ -24,9 +24,13 @@ class SimRequest:
     slo_class: str
     slo_ms: float | None  # TPOT SLO; None: best effort
     prompt_tokens: int
-    output_tokens: int
+    output_tokens: int  # max_tokens: the cap the client sends
     prompt_ids: tuple[int, ...] | None = None  # the real prompt (replay needs it), else zeros
     slo_relative: bool = False  # the SLO is a multiple of the baseline latency (SLO.relative)
+    # Where the model ends the output (its EOS after this many tokens); None: it runs to
+    # the cap. Only the simulated model (SimExecutor) reads it: the engine and every
+    # policy learn it as a real server does, when the EOS token comes out.
+    ends_at: int | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_ids is not None and len(self.prompt_ids) != self.prompt_tokens:
@@ -34,6 +38,9 @@ class SimRequest:
                              f"tokens, prompt_tokens says {self.prompt_tokens}")
         if self.prompt_tokens < 1 or self.output_tokens < 1:
             raise ValueError(f"request {self.index}: prompt and output need >= 1 token")
+        if self.ends_at is not None and not 1 <= self.ends_at <= self.output_tokens:
+            raise ValueError(f"request {self.index}: ends_at must lie in [1, output_tokens "
+                             f"{self.output_tokens}], got {self.ends_at!r}")
         if not (math.isfinite(self.t) and self.t >= 0):
             raise ValueError(f"request {self.index}: arrival time must be finite and >= 0")
 
@@ -82,16 +89,24 @@ def stop_at_eos(requests: Sequence[SimRequest], hazard: float, seed: int = 0
     """The requests with outputs that end at the model's EOS: each output token is the last
     with probability ``hazard``, so a request's length is min(its cap, G), G geometric.
     A trace's output_length is the cap its server was given (the AdaServe artifact's
-    --max-output-length); a real model stops earlier. The lengths are keyed on ``seed`` and
-    the request's index: every system run on these requests serves the same lengths."""
+    --max-output-length); a real model stops earlier. The cap stays what the client sends
+    (``output_tokens``, max_tokens); where the output ends goes to ``ends_at``, which only
+    the simulated model reads. The lengths are keyed on ``seed`` and the request's index:
+    every system run on these requests serves the same lengths."""
     if not (math.isfinite(hazard) and 0 <= hazard < 1):
         raise ValueError(f"the EOS hazard must be in [0, 1), got {hazard!r}")
     if hazard == 0 or not requests:
         return list(requests)
     n = max(r.index for r in requests) + 1
     g = np.random.default_rng([seed, 0xE05]).geometric(hazard, n)  # [n] by request index
-    return [dataclasses.replace(r, output_tokens=int(min(r.output_tokens, g[r.index])))
-            for r in requests]
+    return [dataclasses.replace(r, ends_at=int(g[r.index]) if g[r.index] < r.output_tokens
+                                else None) for r in requests]
+
+
+def output_length(r: SimRequest) -> int:
+    """How many tokens the request's output will have: where the model ends it, else the
+    cap. For reports and tests; a scheduler never sees it."""
+    return r.output_tokens if r.ends_at is None else r.ends_at
 
 
 def eos_mean(hazard: float, cap: int) -> float:

@@ -142,5 +142,5 @@ def test_the_engine_feeds_each_verification_back_and_forgets_finished_requests()
     # R = max_tokens - tokens generated, so o + R = max_tokens - 1 once the first is out
     for v in views:
         started = v.decode_latency_s > 0
-        np.testing.assert_array_equal((v.decoded_tokens + v.remaining_tokens)[started], 29)
+        np.testing.assert_array_equal((v.decoded_tokens + v.max_tokens_left)[started], 29)
     assert not core.policy.calibration._per_request  # both finished: forgotten

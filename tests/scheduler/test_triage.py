@@ -87,16 +87,16 @@ def test_top_yield_sums_the_best_nodes_root_included():
     np.testing.assert_allclose(top_yield(c, 10), [2.35, 1.66])  # fewer nodes than k
 
 
-def test_batch_view_remaining_tokens_is_optional_and_checked():
+def test_batch_view_max_tokens_left_is_optional_and_checked():
     base = _view([(50, 0.1, 1, 5)], remaining=False)
-    assert base.remaining_tokens is None
-    np.testing.assert_array_equal(_view([(50, 0.1, 1, 5)]).remaining_tokens, [5])
+    assert base.max_tokens_left is None
+    np.testing.assert_array_equal(_view([(50, 0.1, 1, 5)]).max_tokens_left, [5])
     ids = ("a", "b")
-    with pytest.raises(ValueError, match="remaining_tokens"):
+    with pytest.raises(ValueError, match="max_tokens_left"):
         BatchView(ids, np.ones(2), np.zeros(2), np.zeros(2, np.int64), np.zeros(2, np.int64),
                   np.zeros(3, np.int64))
-    with pytest.raises(ValueError, match="remaining"):
-        RequestProgress("x", SLO(None), remaining_tokens=-1)
+    with pytest.raises(ValueError, match="max_tokens_left"):
+        RequestProgress("x", SLO(None), max_tokens_left=-1)
 
 
 def _policy(name):

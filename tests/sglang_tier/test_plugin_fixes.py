@@ -245,14 +245,14 @@ def test_batch_view_stamps_each_new_request_once(env):
     assert stamped == ["a", "b", "c"]
 
 
-def test_batch_view_carries_each_requests_remaining_tokens_for_triage(env):
+def test_batch_view_carries_each_requests_max_tokens_left_for_triage(env):
     w = draft_worker(env)
     a, b = _req("a"), _req("b")  # max_new_tokens 8
     b.output_ids = [1, 2, 3]
     view = w.batch_view(SimpleNamespace(reqs=[a, b]))
-    assert view.remaining_tokens.tolist() == [7, 5]
+    assert view.max_tokens_left.tolist() == [7, 5]
     b.sampling_params.max_new_tokens = None  # no cap: no horizon, triage stays out
-    assert w.batch_view(SimpleNamespace(reqs=[a, b])).remaining_tokens is None
+    assert w.batch_view(SimpleNamespace(reqs=[a, b])).max_tokens_left is None
 
 
 def test_the_next_draft_feeds_the_policy_what_each_request_accepted(env):

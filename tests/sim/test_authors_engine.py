@@ -10,7 +10,7 @@ from adaserve.scheduler import AdaServeRules
 from adaserve.sim import SimRequest, SimSetup, build, simulate
 from adaserve.sim.hardware import HardwareModel, TableCost
 from adaserve.sim.setups import Deployment, available
-from adaserve.sim.workload import eos_mean, stop_at_eos
+from adaserve.sim.workload import eos_mean, output_length, stop_at_eos
 from sim_models import ChainAcceptance, linear_hardware
 
 
@@ -38,15 +38,18 @@ def test_a_request_past_its_slo_plus_the_slack_is_dropped_when_the_flag_is_on():
 def test_outputs_end_at_eos_the_same_way_in_every_run():
     reqs = [SimRequest(i, 0.1 * i, "c", 30.0, 10, 256) for i in range(4000)]
     ended = stop_at_eos(reqs, 0.0016, seed=0)
-    lengths = np.array([r.output_tokens for r in ended])
+    # the cap the client sends stays; where the output ends goes to the model alone
+    assert all(r.output_tokens == 256 for r in ended)
+    lengths = np.array([output_length(r) for r in ended])
     assert lengths.max() <= 256 and lengths.min() >= 1
+    assert all((r.ends_at is None) == (output_length(r) == 256) for r in ended)
     # E[min(G, 256)] = (1 - (1 - p)^256) / p = (1 - 0.6637) / 0.0016 = 210.2 at p = 0.0016
     assert eos_mean(0.0016, 256) == pytest.approx(210.2, abs=0.05)
     assert lengths.mean() == pytest.approx(eos_mean(0.0016, 256), rel=0.02)
-    assert [r.output_tokens for r in stop_at_eos(reqs, 0.0016, seed=0)] == lengths.tolist()
-    assert [r.output_tokens for r in stop_at_eos(reqs, 0.0016, seed=1)] != lengths.tolist()
+    assert [output_length(r) for r in stop_at_eos(reqs, 0.0016, seed=0)] == lengths.tolist()
+    assert [output_length(r) for r in stop_at_eos(reqs, 0.0016, seed=1)] != lengths.tolist()
     # a request keeps its length when others are dropped (keyed on its index)
-    assert stop_at_eos(reqs[100:101], 0.0016, 0)[0].output_tokens == lengths[100]
+    assert output_length(stop_at_eos(reqs[100:101], 0.0016, 0)[0]) == lengths[100]
     assert stop_at_eos(reqs, 0.0) == reqs
     with pytest.raises(ValueError, match="hazard"):
         stop_at_eos(reqs, 1.5)
