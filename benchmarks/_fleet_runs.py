@@ -19,9 +19,6 @@ measures exactly what was kept (`python benchmarks/sim_fleet.py --rekey`).
 
 from __future__ import annotations
 
-import ast
-import functools
-import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -30,6 +27,7 @@ from pathlib import Path
 from _common import RESULTS
 from _paper import KIT, SETUPS, PaperSetup
 from _paper_runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha, system_sha
+from _run_keys import code_sha, policy_sha, router_sha
 
 from adaserve.loadgen.records import Record, summarize
 from adaserve.sim.fleet import simulate_fleet
@@ -37,32 +35,6 @@ from adaserve.sim.hardware import DATA as HW_DATA
 from adaserve.sim.scale import scale_rate
 
 RUNS = RESULTS / "sim" / "fleet-runs"
-ROOT = Path(__file__).resolve().parent.parent
-CODE = ("scheduler/*.py", "adaserve/engine/*.py", "adaserve/sim/*.py")
-
-
-@functools.lru_cache(maxsize=1)
-def code_sha() -> str:
-    """One hash over the scheduling code: each source file's name and what it runs."""
-    h = hashlib.sha256()
-    for pattern in CODE:
-        for p in sorted(ROOT.glob(pattern)):
-            h.update(p.name.encode())
-            h.update(runnable(p.read_text()))
-    return h.hexdigest()
-
-
-def runnable(source: str) -> bytes:
-    """A module's syntax tree without its docstrings, dumped: comments, docstrings and
-    layout drop out, every statement and name stays."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)):
-                node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +54,8 @@ class FleetTask:
                 "acceptance": self.setup.acceptance,
                 "acceptance_sha": _model_sha(ACC_DATA / f"{self.setup.acceptance}.json"),
                 "policy": self.policy, "router": self.router, "replicas": self.replicas,
-                "seed": self.seed, "code_sha": code_sha()}
+                "seed": self.seed, "code_sha": code_sha(),
+                "policy_sha": policy_sha(self.policy), "router_sha": router_sha(self.router)}
 
     @property
     def path(self) -> Path:

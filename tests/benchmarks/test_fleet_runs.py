@@ -1,6 +1,7 @@
-"""How kept fleet runs are keyed (benchmarks/_fleet_runs.py): the code hash ignores what
-cannot run (docstrings, comments, layout), and `rekey` moves a run to the current hash
-only when its re-runs measure exactly what was kept."""
+"""How kept runs are keyed (benchmarks/_run_keys.py, _fleet_runs.py): the code hash ignores
+what cannot run (docstrings, comments, layout), a policy's or router's hash only what that
+variant runs, and `rekey` moves a run to the current hash only when its re-runs measure
+exactly what was kept."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ _BENCH = str(Path(__file__).resolve().parents[2] / "benchmarks")
 sys.path.insert(0, _BENCH)
 try:
     import _fleet_runs as runs
+    import _run_keys as keys
 finally:
     sys.path.remove(_BENCH)
 
@@ -37,19 +39,54 @@ def test_docstrings_comments_and_layout_do_not_change_the_key():
     reworded = (SOURCE.replace('"""Paces."""', '"""Paces requests; a longer docstring."""')
                 .replace("# how far ahead", "# a different comment")
                 .replace("return math.floor(x * 0.7)", "return math.floor( x*0.7 )"))
-    assert runs.runnable(reworded) == runs.runnable(SOURCE)
+    assert keys.runnable(reworded) == keys.runnable(SOURCE)
 
 
 @pytest.mark.parametrize("change", [("0.7", "0.8"), ("floor", "ceil"),
                                     ('"""Paces."""\n', '"""Paces."""\n    name = "p"\n')])
 def test_a_change_that_runs_changes_the_key(change):
-    assert runs.runnable(SOURCE.replace(*change)) != runs.runnable(SOURCE)
+    assert keys.runnable(SOURCE.replace(*change)) != keys.runnable(SOURCE)
 
 
 def test_a_string_that_is_not_a_docstring_counts():
     a = SOURCE.replace("return math.floor(x * 0.7)", 'return "a"')
     b = SOURCE.replace("return math.floor(x * 0.7)", 'return "b"')
-    assert runs.runnable(a) != runs.runnable(b)
+    assert keys.runnable(a) != keys.runnable(b)
+
+
+VARIANTS = SOURCE + '''
+
+class Fast(Pace):
+    def go(self):
+        return 1
+
+
+class Slow(Pace):
+    def go(self):
+        return 2
+
+
+REGISTRY = {c.__name__: c for c in (Fast, Slow)}
+'''
+
+
+def test_a_variant_is_keyed_on_its_own_class_its_bases_and_the_modules_functions():
+    fast = lambda src: keys.slice_sha(src, {"Fast", "Pace"})  # noqa: E731
+    # another variant added, or changed, with its registry entry: Fast keeps its key
+    added = VARIANTS + "\n\nclass Other(Pace):\n    pass\n"
+    assert fast(added.replace("(Fast, Slow)", "(Fast, Slow, Other)")) == fast(VARIANTS)
+    assert fast(VARIANTS.replace("return 2", "return 3")) == fast(VARIANTS)
+    # its own class, a base class or a module constant changed: a new key
+    assert fast(VARIANTS.replace("return 1", "return 0")) != fast(VARIANTS)
+    assert fast(VARIANTS.replace("x * 0.7", "x * 0.6")) != fast(VARIANTS)
+    assert fast(VARIANTS.replace("import math", "import math\nK = 3")) != fast(VARIANTS)
+
+
+def test_the_shipped_policies_and_routers_have_keys_of_their_own():
+    assert keys.policy_sha("adaserve") != keys.policy_sha("adaserve-paced")
+    # a paper system is keyed on the policy it runs
+    assert keys.policy_sha("sarathi") == keys.policy_sha("vllm") == keys.policy_sha("incremental")
+    assert keys.router_sha("round-robin") != keys.router_sha("class-affinity:32")
 
 
 KIT_TRACE = runs.KIT / "traces" / "fig8_9_rps3.0_ol256.csv"
