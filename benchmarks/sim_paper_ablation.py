@@ -67,6 +67,7 @@ VARIANTS = (
     Variant("width from B (no draft budget B2)", "adaserve", {"draft_budget": None}),
     Variant("B 156 (seed 002's A100 budget)", "adaserve", {"budget": 156}),
     Variant("B 512 (the artifact's spec batch)", "adaserve", {"budget": 512}),
+    Variant("B 1024 (the artifact's --max-tokens-per-batch)", "adaserve", {"budget": 1024}),
     Variant("planning: the profile's draft costs, calibrated", "adaserve",
             {"planning_draft_ms": None}),
     Variant("prefill chunk 512", "adaserve", {"prefill_chunk": 512}),

@@ -224,7 +224,9 @@ def write_draft(setup: PaperSetup, c_ms: float, share: float) -> None:
                   f"({VIDUR_8B}) + {c_ms:.3f} ms per forward, {how}: `python benchmarks/"
                   "sim_paper_calibrate.py`, results/sim/calibration.md",
     })
-    base["notes"] = [n for n in base.get("notes", []) if not n.startswith("draft (")] + [
+    # the draftless base's note that drafting is free no longer holds once a draft is priced
+    base["notes"] = [n for n in base.get("notes", [])
+                     if not n.startswith("draft (") and "charged nothing" not in n] + [
         f"draft ({base['draft_model']}): {setup.draft_params_b} B parameters (LM head "
         f"included) / {VIDUR_8B_PARAMS_B} B = {r:.4f} of the 8B's measured per-forward time, "
         f"plus {c_ms:.3f} ms per forward; attention {cost.attention_ms_per_1k_context} ms per "

@@ -115,7 +115,10 @@ def qwen_model() -> dict:
             "Vidur's TP4 within 0.80-1.08).",
             "The draft (Qwen2.5-0.5B) is not in the kit: drafting is charged nothing here, as "
             "Eq. 8 assumes.",
-            "budget 156: the paper's A100 budget (seed 002 Table 1), as llama3.1-70b-a100-tp4.",
+            "budget 156: the paper's A100 budget (seed 002 Table 1), the default B of a run "
+            "on this model; the paper set-ups (adaserve/sim/data/setups/paper-*.json) give "
+            "AdaServe their own `budget` (256 on Llama, 128 on Qwen: ours, docs/sim.md), "
+            "and adaserve-text keeps 156.",
             "Regenerate: python benchmarks/sim_paper_hardware.py"],
     }
 

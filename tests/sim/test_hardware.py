@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
 
 from adaserve.scheduler import LatencyModel
 from adaserve.sim import HardwareModel, TableCost, available, linear_fit
+from adaserve.sim.hardware import DATA
 
 KIT_LATENCY = Path(__file__).resolve().parents[3] / "shared" / "paper-scale" / "latency"
 VIDUR = [n for n in available() if n.startswith("vidur-") and not n.endswith("-draft")]
@@ -143,3 +145,17 @@ def test_a_fused_verify_on_a_table_that_dips_costs_nothing_extra_not_negative():
     assert hw.target.predict(0, 32) < hw.target.predict(0, 16)
     assert hw.fused_verify_s(0, [16], 0, [16]) == 0.0
     assert hw.fused_verify_s(0, [112], 0, [16]) > 0
+
+
+@pytest.mark.parametrize("name", available())
+def test_a_models_notes_agree_with_what_it_prices(name):
+    """Notes are copied from a base model when a draft or a calibration is added: a note
+    that drafting is free must not survive into a model that prices a draft, nor a budget
+    note name another budget than the model's."""
+    d = json.loads((DATA / f"{name}.json").read_text())
+    notes = d.get("notes", [])
+    if d.get("draft") is not None:
+        assert not [n for n in notes if "charged nothing" in n]
+    for n in notes:
+        if n.startswith("budget "):
+            assert n.split()[1].rstrip(":") == str(d["budget"])
