@@ -79,17 +79,20 @@ def tasks_of(fig: Figure, setup: PaperSetup, systems, seeds, hardware: str = "")
 
 def curves(fig: Figure, setup: PaperSetup, systems, seeds, results, hardware: str = ""):
     """{metric: {system: {x: [value per seed]}}}"""
-    out = {"attainment": {}, "goodput": {}, "tokens_per_step": {}, "attainment_e2e": {},
-           "ttft_p99_s": {}, "drain": {}}
+    out = {"attainment": {}, "goodput": {}, "tokens_per_step": {}, "attainment_tpot": {},
+           "attainment_e2e": {}, "ttft_p99_s": {}, "drain": {}}
     for s in systems:
         for m in out:
             out[m][s] = {}
         for x in fig.xs[setup.key]:
             runs = [results[Task(setup, fig.trace(x), s, seed, hardware)] for seed in seeds]
-            out["attainment"][s][float(x)] = [r["classes"]["overall"]["attainment"] for r in runs]
-            out["goodput"][s][float(x)] = [r["classes"]["overall"]["goodput"] for r in runs]
-            out["tokens_per_step"][s][float(x)] = [r["tokens_per_step"] for r in runs]
             overall = [r["classes"]["overall"] for r in runs]
+            # "attainment" and "goodput" are the paper's readings (the authors' test), which
+            # every comparison with the paper uses; TPOT and end to end beside them
+            out["attainment"][s][float(x)] = [c["attainment_paper"] for c in overall]
+            out["goodput"][s][float(x)] = [c["goodput_paper"] for c in overall]
+            out["tokens_per_step"][s][float(x)] = [r["tokens_per_step"] for r in runs]
+            out["attainment_tpot"][s][float(x)] = [c["attainment"] for c in overall]
             out["attainment_e2e"][s][float(x)] = [c["attainment_e2e"] for c in overall]
             out["ttft_p99_s"][s][float(x)] = [c["ttft_p99_ms"] / 1e3 for c in overall]
             out["drain"][s][float(x)] = [r["drain_s"] / r["trace_s"] for r in runs]
@@ -149,14 +152,16 @@ def table(fig: Figure, pair: str, metric: str, ours: dict, paper: dict, systems)
 
 
 def end_to_end(fig: Figure, data: dict, systems) -> list[str]:
-    """Both readings side by side, and whether the server kept up: per system and point,
-    attainment by TPOT alone (the paper's) and end to end (TTFT within its SLO too), the
-    overall TTFT p99, and the time to drain the trace over the span of its arrivals."""
+    """The readings side by side, and whether the server kept up: per system and point,
+    attainment by the authors' test (the paper's), by TPOT (the contract's) and end to end
+    (TTFT within its SLO too), the overall TTFT p99, and the time to drain the trace over
+    the span of its arrivals."""
     lines = ["## End to end: the first token in time too", "",
-             f"Each cell: attainment by TPOT alone / end to end (TTFT <= {TTFT_SLO_MS / 1e3:g} s "
-             "too), %, mean over seeds; then the overall TTFT p99 in seconds and the drain "
-             "ratio (last finish / last arrival, from the first arrival: 1.0x keeps up). "
-             "No paper values: the paper reports TPOT attainment only.", ""]
+             "Each cell: attainment by the authors' test (the curves above) / by TPOT within "
+             f"its SLO / end to end (TPOT and TTFT <= {TTFT_SLO_MS / 1e3:g} s), %, mean over "
+             "seeds; then the overall TTFT p99 in seconds and the drain ratio (last finish "
+             "over last arrival, both from the first arrival: 1.0x keeps up). The paper "
+             "reports the first reading only.", ""]
     for pair, ours in data.items():
         xs = [float(x) for x in fig.xs[pair]]
         lines += [f"### {ALL_SETUPS[pair].title}", "",
@@ -164,9 +169,10 @@ def end_to_end(fig: Figure, data: dict, systems) -> list[str]:
                   "|---|---|" + "---|" * len(xs)]
         for s in systems:
             mean = lambda m: [float(np.mean(ours[m][s][x])) for x in xs]  # noqa: E731
-            lines += [f"| {s} | TPOT / e2e | " + " | ".join(
-                          f"{a:.1f} / {e:.1f}" for a, e in zip(mean("attainment"),
-                                                               mean("attainment_e2e"))) + " |",
+            lines += [f"| {s} | paper / TPOT / e2e | " + " | ".join(
+                          f"{a:.1f} / {t:.1f} / {e:.1f}" for a, t, e in zip(
+                              mean("attainment"), mean("attainment_tpot"),
+                              mean("attainment_e2e"))) + " |",
                       "| | TTFT p99 s, drain | " + " | ".join(
                           f"{t:.1f}, {d:.2f}x" for t, d in zip(mean("ttft_p99_s"),
                                                               mean("drain"))) + " |"]

@@ -67,3 +67,21 @@ def test_write_jsonl_replaces_the_file_whole(tmp_path):
     write_jsonl(first + [Record(1, "relaxed", 400.0, 1.0, 1.002)], path)
     assert [r.index for r in read_jsonl(path)] == [0, 1]
     assert [p.name for p in tmp_path.iterdir()] == ["records.jsonl"]  # no temporary left
+
+
+def test_the_authors_test_counts_n_tokens_over_completed_requests_only():
+    # 21 tokens from 1.25 to 2.30 s: TPOT 52.5 ms over 20 gaps misses a 50 ms SLO, but
+    # decode latency 1,050 ms <= 50 x 21 = 1,050 ms holds (FlexFlow's n tokens)
+    r = rec(0, "urgent", 50.0, 1.0, 1.25, 2.30, 21)
+    assert r.attained is False and r.attained_paper is True
+    assert rec(0, "urgent", 50.0, 1.0, 1.25, 2.31, 21).attained_paper is False
+    # the finish, not the last token, ends the decode (an EOS step after the last token)
+    assert rec(0, "urgent", 50.0, 1.0, 1.25, 2.30, 21, fin=2.4).attained_paper is False
+    # a refused or failed request is not completed: left out of the authors' denominator
+    assert rec(0, "urgent", 50.0, 0, None, None, 0, status="rejected").attained_paper is None
+    rows = summarize([r, rec(1, "urgent", 50.0, 0, None, None, 0, status="rejected", fin=0.0),
+                      rec(2, "urgent", 50.0, 0, 0.1, 2.1, 11)], ttft_slo_ms={"urgent": 5000.0})
+    u = rows[0]
+    assert u.attainment_paper == pytest.approx(1 / 2)  # 1 of the 2 completed
+    assert u.attainment == pytest.approx(0 / 3) and u.ttft_slo_ms == 5000.0
+    assert u.goodput_paper_tok_s > u.goodput_tok_s == 0.0
