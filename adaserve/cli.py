@@ -265,11 +265,15 @@ def _distill(args: argparse.Namespace) -> int:
 
 
 def _list_policies(_: argparse.Namespace) -> int:
-    from adaserve.scheduler import POLICIES
+    from adaserve.scheduler import PRESETS, SUMMARIES
 
-    width = max(map(len, POLICIES))
-    for name, cls in POLICIES.items():
-        print(f"{name:{width}s} {cls.summary}")
+    width = max(map(len, SUMMARIES))
+    for name, summary in SUMMARIES.items():
+        print(f"{name:{width}s} {summary}")
+    print("\nadaserve and adaserve-authors take options after a colon, e.g. "
+          "adaserve:pace=off,depth=eq8")
+    for name, opts in PRESETS.items():
+        print(f"  {name:{width - 2}s} = {name}:{opts.text()}")
     return 0
 
 

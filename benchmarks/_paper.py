@@ -23,8 +23,8 @@ KIT_REF = "../shared/paper-scale"  # how pages name the kit
 EOS_SEED = 0  # the requests' output lengths: one draw, the same in every run of a trace
 
 # The paper's systems, in its legend order, and how they are named here
-SYSTEMS = ("adaserve", "sarathi", "vllm", "vllm-spec-4", "vllm-spec-6", "vllm-spec-8")
-PAPER_NAME = {"adaserve": "AdaServe", "sarathi": "Sarathi-Serve", "vllm": "vLLM",
+SYSTEMS = ("adaserve-authors", "sarathi", "vllm", "vllm-spec-4", "vllm-spec-6", "vllm-spec-8")
+PAPER_NAME = {"adaserve-authors": "AdaServe", "sarathi": "Sarathi-Serve", "vllm": "vLLM",
               "vllm-spec-4": "vLLM-Spec(4)", "vllm-spec-6": "vLLM-Spec(6)",
               "vllm-spec-8": "vLLM-Spec(8)"}
 BASELINES = SYSTEMS[1:]

@@ -73,7 +73,7 @@ class Task:
 def system_sha(deploy: Deployment, system: str) -> str:
     """A hash of what ``system`` runs on in a deployment: the engine settings, its own
     entry, the output lengths. Another system's entry added or changed leaves it alone."""
-    spec = {"engine": dict(deploy.engine), "system": dict(deploy.systems.get(system, {})),
+    spec = {"engine": dict(deploy.engine), "system": dict(deploy.settings_of(system)),
             "eos_hazard": deploy.eos_hazard, "acceptance": deploy.acceptance}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # run holds what it measured
 LOOP = ("scheduler/*.py", "adaserve/engine/*.py", "adaserve/sim/*.py", "loadgen/records.py")
 # registries of variants: a run executes one entry of each, hashed on its own
-VARIANTS = {"policies.py": "scheduler/policies.py", "routers.py": "adaserve/sim/routers.py"}
+VARIANTS = {"policies.py": "scheduler/policies.py", "routers.py": "adaserve/sim/routers.py",
+            "options.py": "scheduler/options.py"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -40,12 +41,22 @@ def code_sha() -> str:
 
 @functools.lru_cache(maxsize=None)
 def policy_sha(policy: str) -> str:
-    """A hash of what running ``policy`` (a policy or one of the paper's systems) executes
-    of scheduler/policies.py: its class and base classes, and the module's functions."""
+    """A hash of what running ``policy`` (a policy spec or one of the paper's systems)
+    executes of scheduler/policies.py: its class and base classes, and the module's
+    functions; for an AdaServe spec, also scheduler/options.py and the options."""
     from adaserve.engine.systems import resolve_system
-    from adaserve.scheduler import POLICIES
+    from adaserve.scheduler import policy_options
 
-    return _variant_sha(VARIANTS["policies.py"], POLICIES[resolve_system(policy).policy])
+    cls, options = policy_options(resolve_system(policy).policy)
+    sha = _variant_sha(VARIANTS["policies.py"], cls)
+    if options is None:
+        return sha
+    # an AdaServe spec runs the options module and the options it resolves to: a preset
+    # that changes what it turns on makes its runs stale, the others' stay
+    h = hashlib.sha256(sha.encode())
+    h.update(slice_sha((ROOT / VARIANTS["options.py"]).read_text(), set()).encode())
+    h.update(options.text().encode())
+    return h.hexdigest()
 
 
 @functools.lru_cache(maxsize=None)

@@ -87,7 +87,7 @@ def adaserve_tokens_per_step(pair_key: str):
     requests = setup.requests(trace)
 
     def value(params: SyntheticParams) -> float:
-        res = run(setup.sim_setup("adaserve", acceptance=SyntheticAcceptance(params)),
+        res = run(setup.sim_setup("adaserve-authors", acceptance=SyntheticAcceptance(params)),
                   requests, seed=0)
         return tokens_per_step(res.records)
 
@@ -175,7 +175,7 @@ def main() -> int:
         "machine": machine(), "date": dt.date.today().isoformat(), "commit": commit(),
         "runtime_s": outcome.runtime, "requests": args.requests,
         "check_requests": args.check_requests,
-        "paper": ({"vllm_spec": spec, "adaserve": ada} if fig12 else
+        "paper": ({"vllm_spec": spec, "adaserve-authors": ada} if fig12 else
                   {"method": pair.method, "count": pair.count, "chains": spec,
                    "others": others}),
         "fitted": dataclasses.asdict(fitted),

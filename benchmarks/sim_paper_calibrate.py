@@ -88,8 +88,8 @@ def hazard_for(mean: float, cap: int = CAP) -> float:
 def fit_eos(setup: PaperSetup, paper) -> dict:
     """Two passes: a window guess of the trace's span, then the simulated window."""
     rate = setup.lowest_rate
-    att = paper[(8, setup.key, "attainment")]["adaserve"][float(rate)] / 100
-    good = paper[(9, setup.key, "goodput")]["adaserve"][float(rate)]
+    att = paper[(8, setup.key, "attainment")]["adaserve-authors"][float(rate)] / 100
+    good = paper[(9, setup.key, "goodput")]["adaserve-authors"][float(rate)]
     base = HardwareModel.load(setup.hardware).baseline_latency_ms
     raw = read_paper_trace(fig8_trace(setup, rate), base)
     window = max(r.t for r in raw) - min(r.t for r in raw)
@@ -97,7 +97,7 @@ def fit_eos(setup: PaperSetup, paper) -> dict:
     for _ in range(2):
         mean = good * window / (len(raw) * att)
         hazard = hazard_for(mean)
-        res = run(setup.sim_setup("adaserve"), stop_at_eos(raw, hazard, 0), seed=0)
+        res = run(setup.sim_setup("adaserve-authors"), stop_at_eos(raw, hazard, 0), seed=0)
         rows.append({"window_s": window, "mean_tokens": mean, "hazard": hazard,
                      "sim_attainment": 100 * overall(res).attainment,
                      "sim_goodput": overall(res).goodput_tok_s})
@@ -177,7 +177,7 @@ class Metered:
 def speculation_share(setup: PaperSetup, c_ms: float, requests) -> dict:
     base = HardwareModel.load(setup.free_draft_hardware)
     meter = Metered(dataclasses.replace(base, draft=draft_model(setup, c_ms)))
-    res = run(setup.sim_setup("adaserve", hardware=meter), requests, seed=0)
+    res = run(setup.sim_setup("adaserve-authors", hardware=meter), requests, seed=0)
     return {"c_ms": c_ms, "share": meter.share, "draft_s": meter.draft_total,
             "target_s": meter.target_total, "simulated_s": res.simulated_s,
             "attainment": 100 * overall(res).attainment, "iterations": res.iterations}

@@ -33,7 +33,7 @@ TRACE = PAPER / "traces" / "fig8_9_rps3.0_ol256.csv"
 SETUP = "paper-llama3.1-70b"
 # ../shared/paper-scale/paper_results.md, Fig. 8, 9, 12 at RPS 3.0, Llama-3.1-70B [plot]
 PAPER_POINT = {  # system: (attainment %, goodput tok/s, accepted tokens per step or None)
-    "adaserve": (97.9, 616, 6.05),
+    "adaserve-authors": (97.9, 616, 6.05),
     "sarathi": (45.6, 291, None),
     "vllm": (41.3, 269, None),
     "vllm-spec-4": (95.9, 612, 3.37),
@@ -43,7 +43,7 @@ PAPER_POINT = {  # system: (attainment %, goodput tok/s, accepted tokens per ste
 
 
 def run_cli(out: Path, seeds: str) -> tuple[list[str], float]:
-    cmd = ["adaserve", "simulate", "--setup", SETUP, "--trace", str(TRACE), "--policies",
+    cmd = ["adaserve-authors", "simulate", "--setup", SETUP, "--trace", str(TRACE), "--policies",
            ",".join(PAPER_POINT), "--seeds", seeds, "--out", str(out), "--quiet"]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

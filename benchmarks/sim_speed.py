@@ -34,7 +34,7 @@ TRACE = Path(__file__).resolve().parents[2] / "shared/paper-scale/traces/fig8_9_
 GOAL_S = 30.0
 FIGURE_GOAL_MIN = 15.0
 # Fig. 8/9's six systems (the paper's) and seed 002's three other tree policies
-FIGURE_SYSTEMS = ("adaserve,vllm,sarathi,vllm-spec-4,vllm-spec-6,vllm-spec-8,specinfer,"
+FIGURE_SYSTEMS = ("adaserve-authors,vllm,sarathi,vllm-spec-4,vllm-spec-6,vllm-spec-8,specinfer,"
                   "global-greedy,equal-greedy")
 
 

@@ -11,7 +11,9 @@ from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.latency import (BUDGET_MAX_RATIO, Budget, LatencyModel, LatencySample,
                                         budget_by_ratio, find_knee)
 from adaserve.scheduler.oracle import OracleResult, algorithm1
-from adaserve.scheduler.policies import POLICIES, STATIC_CHAINS, Policy, make_policy
+from adaserve.scheduler.options import PRESETS, AdaServeOptions
+from adaserve.scheduler.policies import (POLICIES, STATIC_CHAINS, SUMMARIES, Policy, make_policy,
+                                         policy_options)
 from adaserve.scheduler.pool import PoolFull, RequestPool
 from adaserve.scheduler.selection import (
     Selection,
@@ -26,11 +28,11 @@ from adaserve.scheduler.slo import SLO, BatchView, RequestProgress, capped_requi
 from adaserve.scheduler.tree import CandidateBatch, CandidateTree
 
 __all__ = [
-    "AcceptanceTracker", "AdaServeRules", "BUDGET_MAX_RATIO", "BatchView", "Budget", "CalibratedLatency", "Calibration", "CandidateBatch", "CandidateTree",
+    "AcceptanceTracker", "AdaServeOptions", "AdaServeRules", "BUDGET_MAX_RATIO", "BatchView", "Budget", "CalibratedLatency", "Calibration", "CandidateBatch", "CandidateTree",
     "IterationLatency", "LatencyModel", "LatencySample", "OracleResult", "POLICIES", "Policy",
-    "PoolFull", "RequestPool", "RequestProgress", "SLO", "STATIC_CHAINS", "SchedulerConfig",
+    "PRESETS", "PoolFull", "RequestPool", "RequestProgress", "SLO", "STATIC_CHAINS", "SUMMARIES", "SchedulerConfig",
     "Selection",
     "SpecPlan", "algorithm1", "budget_by_ratio", "capped_requirement", "depth_width", "expected_chain_tokens",
-    "find_knee", "make_policy", "select_all", "select_equal_share", "select_global_greedy",
+    "find_knee", "make_policy", "policy_options", "select_all", "select_equal_share", "select_global_greedy",
     "select_roots", "select_slo_customized",
 ]

@@ -29,9 +29,6 @@ class SchedulerConfig:
     cost_aware_depth: bool = True
     # what `adaserve` decides as its authors' code does (scheduler/authors.py)
     rules: AdaServeRules = field(default_factory=AdaServeRules)
-    # adaserve-paced: each request keeps at most the tokens that put it at this fraction of
-    # its SLO (scheduler/pacing.py); in (0, 1]
-    pace: float = 0.7
 
     def __post_init__(self) -> None:
         checks = {
@@ -54,9 +51,6 @@ class SchedulerConfig:
                 or self.draft_budget < 1):
             raise ValueError(f"draft_budget must be None or an integer >= 1, "
                              f"got {self.draft_budget!r}")
-        if (isinstance(self.pace, bool) or not isinstance(self.pace, (int, float))
-                or not 0 < self.pace <= 1):
-            raise ValueError(f"pace must be a fraction in (0, 1], got {self.pace!r}")
         if not isinstance(self.rules, AdaServeRules):
             raise ValueError(f"rules must be an AdaServeRules, got {self.rules!r}")
         if not isinstance(self.cost_aware_depth, bool):

@@ -4,7 +4,7 @@ Eq. 8 sets the depth from the budget per request (the authors floor it at
 ``--min-tree-depth`` 3 or 4), as if a draft step were free. It is not: on the paper's
 set-ups a draft step costs 4-5 ms of a 50-90 ms iteration, and every request in the batch
 pays for it. Fixed by hand, depth 2 on Qwen2.5-32B and 3 on Llama-3.1-70B beat the
-authors' depth under adaserve-paced-triage at every rate measured (Qwen RPS 3.8: 97.2%
+authors' depth with pacing and triage on (issue 26's adaserve-paced-triage) at every rate measured (Qwen RPS 3.8: 97.2%
 against 94.3%; results/sim/history-issue26.md), but the best depth is a property of the
 draft's cost and alignment, which a server does not know in advance, and predicting it
 fails: acceptance measured on the nodes a selection kept overstates what a deeper level

@@ -32,6 +32,7 @@ from adaserve.scheduler.selection import (
     top_yield,
     trim,
 )
+from adaserve.scheduler.options import PRESETS, AdaServeOptions, split_spec
 from adaserve.scheduler.pacing import pace_cap
 from adaserve.scheduler.shape import SpecPlan, depth_width
 from adaserve.scheduler.slo import SLO_EPS, BatchView, capped_requirement
@@ -149,35 +150,127 @@ class _BudgetedPolicy(Policy):
 
 
 class AdaServePolicy(_BudgetedPolicy):
-    """AdaServe as its authors run it (FlexFlow Serve's request manager; scheduler/authors.py
-    has each rule and its source). Algorithm 2's two phases, with the code's choices: the
-    SLO phase serves requests in ascending need, each up to n_max = int(1.2 B / n) tokens
-    past its root, need being the predicted iteration latency x 1.05 over the SLO plus the
-    catch-up (and, as the authors' code does, only requests whose SLO is relative to the
-    baseline when ``rules.absolute_in_slo_phase`` is off); depth and width follow the
-    EuroSys Eq. 8-9. The throughput phase takes the best remaining nodes across all
-    requests."""
+    """AdaServe: the authors' scheduler (FlexFlow Serve's request manager;
+    scheduler/authors.py has each rule and its source) and the options we added to it
+    (``options.AdaServeOptions``; all off is the authors' scheduler, preset
+    ``adaserve-authors``).
+
+    The authors' scheduler: Algorithm 2's two phases with the code's choices. The SLO phase
+    serves requests in ascending need, each up to n_max = int(1.2 B / n) tokens past its
+    root, need being the predicted iteration latency x 1.05 over the SLO plus the catch-up
+    (and, as the authors' code does, only requests whose SLO is relative to the baseline
+    when ``rules.absolute_in_slo_phase`` is off); depth and width follow the EuroSys Eq. 8-9.
+    The throughput phase takes the best remaining nodes across all requests.
+
+    The options, in the order an iteration meets them:
+    - ``depth=measured``: the plan drafts at the neighbour of the current depth, within
+      Eq. 8's, at which the requests whose SLO is shorter than an iteration committed the
+      most tokens per second of predicted latency (``depth.MeasuredDepth``), and with
+      ``floor`` never shallower than the median tight request's need per step
+      (``depth.need_floor``). Needs a latency predictor that prices draft steps; without
+      one every depth costs the same and Eq. 8's stands.
+    - ``triage``: a request whose best reachable TPOT, with the most the SLO phase could
+      give it (a_max = min(1 + the top n_max f(v) of its tree, d + 1)), is over its SLO
+      leaves the SLO phase for the iteration (``triage.unreachable``); it still competes in
+      the throughput phase. It reads ``max_tokens_left``, the client's cap, and does
+      nothing where that is unknown.
+    - ``calibrate``: the SLO phase counts a node as rho_r x f(v), rho_r the request's
+      decayed ratio of accepted to predicted tokens (``RequestCalibration``), so a request
+      whose drafts over-promise gets more nodes to reach its need.
+    - ``pace``: after both phases each request keeps at most the tokens that bring it to
+      ``pace`` x its SLO after this iteration (``pacing.pace_cap``, the need at a tighter
+      SLO, so the SLO phase's grant is never cut below the need); the budget given back is
+      not spent, so the iteration is shorter for everyone. Best-effort requests are not
+      paced.
+
+    With ``depth=measured`` what an iteration yielded reaches ``observe`` with its
+    ``Selection``; the depth, the tight requests and the predicted latency are kept beside
+    it until then, so an engine that reports an iteration late, or reports only the
+    requests still running (the SGLang worker does both), is counted at the depth that
+    iteration drafted.
+    """
 
     name = "adaserve"
-    summary = "AdaServe as its authors' code runs it (FlexFlow Serve), seed 002's two phases"
+    summary = "AdaServe: the authors' two-phase scheduler with its options (pace, triage, depth, floor, calibrate)"
+
+    def __init__(self, config: SchedulerConfig,
+                 latency: IterationLatency | CalibratedLatency | None = None,
+                 acceptance: AcceptanceTracker | None = None,
+                 options: AdaServeOptions = PRESETS["adaserve"]) -> None:
+        super().__init__(config, latency, acceptance)
+        self.options = options
+        self.depth = MeasuredDepth() if options.depth == "measured" else None
+        self.calibration = RequestCalibration() if options.calibrate else None
+        # (selection, request ids, depth, tight [n] bool, predicted seconds) of iterations
+        # not yet observed, for the measured depth
+        self._pending: deque[tuple[Selection, tuple, int, np.ndarray, float]] = deque(maxlen=8)
+
+    def plan(self, batch):
+        base = super().plan(batch)
+        if self.depth is None or not base.speculates or not _prices_drafting(self.latency):
+            return base
+        # every depth up to Eq. 8's, priced once: the floor reads their latencies and the
+        # chosen one is returned as it is (the last is base's own shape)
+        priced = [self._priced(batch, s, self._verify_tokens(batch.n, s))
+                  for s in (SpecPlan(depth=k, width=base.width) for k in range(1, base.depth))]
+        priced.append(base)
+        floor = (need_floor(batch.tpot_slo_s, [p.t_spec_s for p in priced],
+                            self.config.rules.correction) if self.options.floor else 1)
+        return priced[self.depth.next_depth(base.depth, floor) - 1]
 
     def _select(self, batch, plan, candidates):
-        rules = self.config.rules
+        rules, opts = self.config.rules, self.options
         need = slo_need(batch, plan.t_spec_s, plan.depth, rules)  # [n]
-        served = self._slo_rows(batch, plan, candidates,
-                                in_slo_phase(batch, rules) & (need > 1.0 + SLO_EPS))
         n_max = slo_token_cap(self.config.budget, batch.n, rules) + 1  # the root counts
-        return select_slo_customized(candidates, self.config.budget, need,
-                                     np.where(served, need, 1.0), n_max,
-                                     worth=self._worth(batch), ascending=rules.ascending)
+        served = in_slo_phase(batch, rules) & (need > 1.0 + SLO_EPS)  # [n]
+        if opts.triage and batch.max_tokens_left is not None:
+            a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]
+            served &= ~unreachable(batch, a_max, plan.t_spec_s)
+        worth = None if self.calibration is None else self.calibration.ratios(batch.request_ids)
+        sel = select_slo_customized(candidates, self.config.budget, need,
+                                    np.where(served, need, 1.0), n_max,
+                                    worth=worth, ascending=rules.ascending)
+        if opts.pace is not None:
+            sel = trim(candidates, sel, pace_cap(batch, plan.t_spec_s, opts.pace, rules))
+        if self.depth is not None and plan.speculates and _prices_drafting(self.latency):
+            seconds = self.predict_latency(batch, plan, sel.tokens)
+            with np.errstate(invalid="ignore"):  # best effort (NaN) is never tight
+                tight = batch.tpot_slo_s < seconds  # [n]
+            self._pending.append((sel, tuple(batch.request_ids), plan.depth, tight, seconds))
+        return sel
 
-    def _slo_rows(self, batch, plan, candidates, served):
-        """[n] bool, the requests the SLO phase serves; improvement policies narrow it."""
-        return served
+    def observe(self, request_ids, selection, accepted):
+        super().observe(request_ids, selection, accepted)
+        if self.calibration is not None:
+            self._calibrate(request_ids, selection, accepted)
+        if self.depth is not None:
+            self._measure_depth(request_ids, selection, accepted)
 
-    def _worth(self, batch):
-        """What the SLO phase counts a node as, worth * f(v); None: f itself."""
-        return None
+    def _calibrate(self, request_ids, selection, accepted):
+        # only requests that drafted say anything about the draft: a root-only tree
+        # predicts 0 and accepts 0, and would just decay the evidence
+        predicted = selection.expected_accepted - 1.0  # [n] sum f of non-root nodes
+        drafted = np.flatnonzero(selection.counts > 1)
+        if drafted.size:
+            self.calibration.observe([request_ids[i] for i in drafted], predicted[drafted],
+                                     np.asarray(accepted)[drafted])
+
+    def _measure_depth(self, request_ids, selection, accepted):
+        for i, (sel, ids, depth, tight, seconds) in enumerate(self._pending):
+            rows = _rows_reported(sel, ids, request_ids, selection)
+            if rows is None:
+                continue
+            for _ in range(i + 1):  # this one, and older ones that will never be reported
+                self._pending.popleft()
+            if tight[rows].any():
+                tokens = 1.0 + float(np.mean(np.asarray(accepted)[tight[rows]]))
+                self.depth.record(depth, tokens, seconds)
+            return
+
+    def forget(self, request_id):
+        super().forget(request_id)
+        if self.calibration is not None:
+            self.calibration.forget(request_id)
 
 
 class AdaServeTextPolicy(_BudgetedPolicy):
@@ -199,118 +292,6 @@ class AdaServeTextPolicy(_BudgetedPolicy):
                                      self.config.slo_cap(batch.n))
 
 
-class AdaServeTriagePolicy(AdaServePolicy):
-    """AdaServe, with requests that can no longer attain their SLO served best-effort.
-
-    A request that has fallen out of reach takes up to n_max tokens in the SLO phase every
-    iteration until it ends and still misses, and the requests after it starve. Here a
-    request is given up for the iteration when even the most the SLO phase could give it,
-    a_max = min(1 + the top n_max f(v) of its tree, d + 1), cannot bring its final TPOT
-    within the SLO (``triage.unreachable``). It leaves the SLO phase and still competes for
-    the budget in the throughput phase. Unknown horizons (``max_tokens_left`` None):
-    adaserve.
-    """
-
-    name = "adaserve-triage"
-    summary = "adaserve, requests that cannot reach their SLO any more served best-effort"
-
-    def _slo_rows(self, batch, plan, candidates, served):
-        if batch.max_tokens_left is None:
-            return served
-        n_max = slo_token_cap(self.config.budget, batch.n, self.config.rules) + 1
-        a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]
-        return served & ~unreachable(batch, a_max, plan.t_spec_s)
-
-
-class AdaServePacedPolicy(AdaServePolicy):
-    """AdaServe, with every request paced: after both phases, a request keeps at most the
-    tokens that bring it to ``config.pace`` x its SLO after this iteration
-    (``pacing.pace_cap``), and the budget it gives back is left unspent, so the iteration
-    verifies fewer tokens and ends sooner for everyone. The cap is the SLO phase's own need
-    computed at the tighter SLO, in tokens: a request behind keeps what it was given unless
-    its tree is so poor that reaching its need took more nodes than the need itself, and
-    best-effort requests are not paced."""
-
-    name = "adaserve-paced"
-    summary = "adaserve, each request verifies no more than keeps it at a pace ahead of its SLO"
-
-    def _select(self, batch, plan, candidates):
-        sel = super()._select(batch, plan, candidates)
-        return trim(candidates, sel, pace_cap(batch, plan.t_spec_s, self.config.pace,
-                                              self.config.rules))
-
-
-class AdaServePacedTriagePolicy(AdaServeTriagePolicy, AdaServePacedPolicy):
-    """Both improvements at once: requests out of reach leave the SLO phase (triage), and
-    every request is paced after both phases (paced). They act on different requests: a
-    lost request is behind its pace (never trimmed), one comfortably ahead is in reach
-    (never triaged), so neither undoes the other.
-    The MRO composes them: paced's ``_select`` runs AdaServe's selection, whose SLO rows
-    come from triage's ``_slo_rows``."""
-
-    name = "adaserve-paced-triage"
-    summary = "adaserve-paced, and requests out of reach of their SLO served best-effort"
-
-
-class AdaServePacedTriageDepthPolicy(AdaServePacedTriagePolicy):
-    """adaserve-paced-triage drafting at a measured depth (``depth.MeasuredDepth``): the
-    neighbour of the current depth, within Eq. 8's, at which the requests whose SLO is
-    shorter than an iteration committed the most tokens per second of predicted iteration
-    latency, and never shallower than the median tight request's need per step
-    (``depth.need_floor``). Needs a latency predictor that prices draft steps; without one
-    every depth costs the same and Eq. 8's stands.
-
-    What an iteration yielded reaches ``observe`` with its ``Selection``; the depth, the
-    tight requests and the predicted latency are kept beside it until then, so an engine
-    that reports an iteration late, or reports only the requests still running (the SGLang
-    worker does both), is counted at the depth that iteration drafted."""
-
-    name = "adaserve-paced-triage-depth"
-    summary = "adaserve-paced-triage, drafting at the depth measured to give tight requests the most tokens/s"
-
-    def __init__(self, config, latency=None, acceptance=None):
-        super().__init__(config, latency, acceptance)
-        self.depth = MeasuredDepth()
-        # (selection, request ids, depth, tight [n] bool, predicted seconds) of iterations
-        # not yet observed
-        self._pending: deque[tuple[Selection, tuple, int, np.ndarray, float]] = deque(maxlen=8)
-
-    def plan(self, batch):
-        base = super().plan(batch)
-        if not base.speculates or not _prices_drafting(self.latency):
-            return base
-        # every depth up to Eq. 8's, priced once: the floor reads their latencies and the
-        # chosen one is returned as it is (the last is base's own shape)
-        priced = [self._priced(batch, s, self._verify_tokens(batch.n, s))
-                  for s in (SpecPlan(depth=k, width=base.width) for k in range(1, base.depth))]
-        priced.append(base)
-        floor = need_floor(batch.tpot_slo_s, [p.t_spec_s for p in priced],
-                           self.config.rules.correction)
-        return priced[self.depth.next_depth(base.depth, floor) - 1]
-
-    def _select(self, batch, plan, candidates):
-        sel = super()._select(batch, plan, candidates)
-        if plan.speculates and _prices_drafting(self.latency):
-            seconds = self.predict_latency(batch, plan, sel.tokens)
-            with np.errstate(invalid="ignore"):  # best effort (NaN) is never tight
-                tight = batch.tpot_slo_s < seconds  # [n]
-            self._pending.append((sel, tuple(batch.request_ids), plan.depth, tight, seconds))
-        return sel
-
-    def observe(self, request_ids, selection, accepted):
-        super().observe(request_ids, selection, accepted)
-        for i, (sel, ids, depth, tight, seconds) in enumerate(self._pending):
-            rows = _rows_reported(sel, ids, request_ids, selection)
-            if rows is None:
-                continue
-            for _ in range(i + 1):  # this one, and older ones that will never be reported
-                self._pending.popleft()
-            if tight[rows].any():
-                tokens = 1.0 + float(np.mean(np.asarray(accepted)[tight[rows]]))
-                self.depth.record(depth, tokens, seconds)
-            return
-
-
 def _rows_reported(kept: Selection, ids: tuple, request_ids: Sequence[Hashable],
                    reported: Selection) -> np.ndarray | None:
     """[m] rows of the kept selection that a report is about: all of them when the report
@@ -325,42 +306,6 @@ def _rows_reported(kept: Selection, ids: tuple, request_ids: Sequence[Hashable],
     if not np.array_equal(kept.mask[rows], reported.mask):
         return None
     return rows
-
-
-class AdaServeCalibratedPolicy(AdaServePolicy):
-    """AdaServe, counting each node as rho_r * f(v) tokens in the SLO phase.
-
-    The draft's path probabilities are miscalibrated (an overconfident draft's f(v) sums
-    promise more than the target accepts), so the SLO phase, which stops adding nodes once
-    the sum of f reaches A_cap, under-provisions the requests it means to save. rho_r is
-    the request's decayed ratio of accepted to predicted tokens (``RequestCalibration``,
-    fed by ``observe`` after every verification): a request whose drafts over-promise
-    (rho < 1) gets more nodes to reach A_cap, one whose drafts under-promise fewer.
-    """
-
-    name = "adaserve-calibrated"
-    summary = "adaserve, SLO phase counts f(v) scaled by each request's accepted/predicted ratio"
-
-    def __init__(self, config, latency=None, acceptance=None):
-        super().__init__(config, latency, acceptance)
-        self.calibration = RequestCalibration()
-
-    def _worth(self, batch):
-        return self.calibration.ratios(batch.request_ids)
-
-    def observe(self, request_ids, selection, accepted):
-        # only requests that drafted say anything about the draft: a root-only tree
-        # predicts 0 and accepts 0, and would just decay the evidence
-        predicted = selection.expected_accepted - 1.0  # [n] sum f of non-root nodes
-        drafted = np.flatnonzero(selection.counts > 1)
-        if drafted.size == 0:
-            return
-        self.calibration.observe([request_ids[i] for i in drafted], predicted[drafted],
-                                 np.asarray(accepted)[drafted])
-
-    def forget(self, request_id):
-        super().forget(request_id)
-        self.calibration.forget(request_id)
 
 
 class GlobalGreedyPolicy(_BudgetedPolicy):
@@ -486,21 +431,42 @@ def _chain(k: int) -> SpecPlan:
     return SpecPlan(depth=k, width=1 if k else 0)
 
 
+# Every name a spec may start with. ``adaserve`` and ``adaserve-authors`` are presets of one
+# class (options.PRESETS); the others are policies of their own and take no options.
 POLICIES: dict[str, type[Policy]] = {
-    cls.name: cls
-    for cls in (AdaServePolicy, AdaServeTextPolicy, AdaServeTriagePolicy,
-                AdaServePacedPolicy, AdaServePacedTriagePolicy, AdaServePacedTriageDepthPolicy,
-                AdaServeCalibratedPolicy,
-                GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy, TurboSpecPolicy,
-                IncrementalPolicy, *STATIC_CHAINS)
+    **{name: AdaServePolicy for name in PRESETS},
+    **{cls.name: cls
+       for cls in (AdaServeTextPolicy, GlobalGreedyPolicy, EqualGreedyPolicy, SpecInferPolicy,
+                   TurboSpecPolicy, IncrementalPolicy, *STATIC_CHAINS)},
+}
+
+SUMMARIES: dict[str, str] = {
+    **{name: cls.summary for name, cls in POLICIES.items()},
+    "adaserve": "AdaServe, the best configuration: paced 0.7, triage, measured depth over a need floor",
+    "adaserve-authors": "AdaServe as its authors' code runs it (FlexFlow Serve): every option off",
 }
 
 
-def make_policy(name: str, config: SchedulerConfig, latency: IterationLatency | None = None,
-                acceptance: AcceptanceTracker | None = None) -> Policy:
-    """The policy registered under ``name``; ValueError naming the choices otherwise."""
+def policy_options(spec: str) -> tuple[type[Policy], AdaServeOptions | None]:
+    """The class a policy spec (``name`` or ``preset:key=value,...``) builds, and its options
+    (None for a policy without options); ValueError naming the choices otherwise."""
+    name, text = split_spec(spec)
     try:
         cls = POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}") from None
-    return cls(config, latency, acceptance)
+    if name in PRESETS:
+        return cls, PRESETS[name].with_text(text)
+    if text.strip():
+        raise ValueError(f"policy {name!r} takes no options (only "
+                         f"{' and '.join(PRESETS)} do), got {text!r}")
+    return cls, None
+
+
+def make_policy(spec: str, config: SchedulerConfig, latency: IterationLatency | None = None,
+                acceptance: AcceptanceTracker | None = None) -> Policy:
+    """The policy a spec names (``policy_options``)."""
+    cls, options = policy_options(spec)
+    if options is None:
+        return cls(config, latency, acceptance)
+    return cls(config, latency, acceptance, options=options)

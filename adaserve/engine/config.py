@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adaserve.engine.weights import DEFAULT_DRAFT, DEFAULT_MODEL
-from adaserve.scheduler import POLICIES, AdaServeRules
+from adaserve.scheduler import AdaServeRules, policy_options
 
 
 PREFILL_MODES = ("chunked", "first")
@@ -67,8 +67,7 @@ class EngineConfig:
     stop_token_ids: tuple[int, ...] = field(default_factory=tuple)  # beyond the tokenizer's EOS
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+        policy_options(self.policy)  # ValueError naming the choices for a bad spec
         if self.draft == "auto":
             object.__setattr__(self, "draft", None if self.policy == "incremental"
                                else auto_draft(self.model))

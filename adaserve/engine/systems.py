@@ -4,7 +4,7 @@ AdaServe's evaluation compares it with vLLM 0.8 (continuous batching, prefill-fi
 speculation), Sarathi-Serve (chunked prefill piggybacked on decode, no speculation) and
 vLLM-Spec(k) (a static chain of k drafts per request, prefill-first), k = 4, 6, 8
 (../shared/paper-scale/paper_results.md). Every policy of ours is a system too, with the
-engine's default chunked prefill.
+engine's default chunked prefill, and so is every AdaServe spec (``adaserve:pace=off``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adaserve.engine.config import PREFILL_MODES
-from adaserve.scheduler import POLICIES
+from adaserve.scheduler import SUMMARIES, policy_options
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,14 +20,14 @@ class System:
     """A serving system as this engine runs it."""
 
     name: str
-    policy: str  # a name in adaserve.scheduler.POLICIES
+    policy: str  # a policy spec (adaserve.scheduler.policy_options)
     prefill_mode: str  # one of PREFILL_MODES
     summary: str
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES or self.prefill_mode not in PREFILL_MODES:
-            raise ValueError(f"system {self.name!r}: unknown policy {self.policy!r} or "
-                             f"prefill mode {self.prefill_mode!r}")
+        if self.prefill_mode not in PREFILL_MODES:
+            raise ValueError(f"system {self.name!r}: unknown prefill mode {self.prefill_mode!r}")
+        policy_options(self.policy)  # ValueError naming the choices for a bad spec
 
 
 _PAPER = (
@@ -41,16 +41,20 @@ _PAPER = (
 )
 
 SYSTEMS: dict[str, System] = {
-    **{name: System(name, name, "chunked", cls.summary) for name, cls in POLICIES.items()},
+    **{name: System(name, name, "chunked", summary) for name, summary in SUMMARIES.items()},
     **{s.name: s for s in _PAPER},
 }
 
 
 def resolve_system(name: str) -> System:
     """The policy and prefill mode a system name stands for: one of the paper's baselines
-    (``vllm``, ``sarathi``, ``vllm-spec-4/6/8``) or any policy name (its own policy, chunked
-    prefill). ValueError listing the choices for any other name."""
-    try:
+    (``vllm``, ``sarathi``, ``vllm-spec-4/6/8``) or any policy spec (its own policy,
+    chunked prefill), options included. ValueError listing the choices for any other name."""
+    if name in SYSTEMS:
         return SYSTEMS[name]
-    except KeyError:
-        raise ValueError(f"unknown system {name!r}; choose one of {', '.join(SYSTEMS)}") from None
+    try:
+        policy_options(name)
+    except ValueError as e:
+        raise ValueError(f"unknown system {name!r}: {e}; or one of the paper's "
+                         f"{', '.join(s.name for s in _PAPER)}") from None
+    return System(name, name, "chunked", SUMMARIES[name.partition(":")[0]])

@@ -217,9 +217,9 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
 
     def observe_accepted(self, batch) -> None:
         """Feed the policy what the last verification accepted (``Policy.observe``:
-        adaserve-calibrated learns from it). SGLang reports no per-request accept count to
-        the draft worker, so it is read here, one iteration on: a request's output grew by
-        its accepted nodes plus the bonus token. Requests that finished since are skipped.
+        adaserve's measured depth and its calibrate option learn from it). SGLang reports
+        no per-request accept count to the draft worker, so it is read here, one iteration
+        on: a request's output grew by its accepted nodes plus the bonus token. Requests that finished since are skipped.
         With overlap scheduling (off on a CPU) the growth can lag an iteration, which a
         decayed ratio absorbs."""
         if self.verified is None:
@@ -247,7 +247,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
             self.policy.forget(rid)  # its acceptance state, which would otherwise grow
         slo = np.empty(len(batch.reqs))
         l, o, ctx, left = (np.zeros(len(batch.reqs)) for _ in range(4))
-        horizon_known = True  # adaserve-triage needs every request's remaining tokens
+        horizon_known = True  # triage needs every request's remaining tokens (the client's cap)
         for i, req in enumerate(batch.reqs):
             s = scheduled_slo(req.sampling_params.custom_params, self.classes,
                               self.default_class)

@@ -162,7 +162,7 @@ class SloSpill(Router):
     would, the request goes to the replica with the *most* demand. A fleet past its
     capacity then keeps all replicas but one within reach of their SLOs and lets one take
     the overflow, instead of pushing every replica past the point where it attains little
-    (the fleet-level version of adaserve-triage). Named ``slo-spill:<cap>``; the cap is a
+    (the fleet-level version of adaserve's triage option). Named ``slo-spill:<cap>``; the cap is a
     replica's capacity in demand units, which depends on the hardware and the workload
     (benchmarks/sim_fleet.py tunes it on a trace it does not report)."""
 

@@ -39,7 +39,8 @@ class Deployment:
     acceptance: str
     eos_hazard: float = 0.0  # per output token (adaserve.sim.workload.stop_at_eos); 0: none
     engine: Mapping[str, Any] = field(default_factory=dict)  # every system's settings
-    # per system: settings that differ, and "hardware" for a system run on other hardware
+    # per system: settings that differ, and "hardware" for a system run on other hardware;
+    # a spec with options (adaserve:pace=off) runs with its preset's entry
     systems: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
@@ -51,12 +52,16 @@ class Deployment:
                                  f"{sorted(unknown or {'hardware'})}; allowed: "
                                  f"{', '.join(ENGINE_FIELDS)} (and per system: hardware)")
 
+    def settings_of(self, system: str) -> Mapping[str, Any]:
+        """The settings a system (or a spec, by its preset's name) has beyond ``engine``."""
+        return self.systems.get(system.partition(":")[0], {})
+
     def hardware_of(self, system: str) -> str:
-        return self.systems.get(system, {}).get("hardware", self.hardware)
+        return self.settings_of(system).get("hardware", self.hardware)
 
     def setup(self, system: str, **overrides: Any) -> SimSetup:
         """The SimSetup a system runs on here; ``overrides`` (SimSetup fields) win."""
-        settings = {**self.engine, **self.systems.get(system, {}), **overrides}
+        settings = {**self.engine, **self.settings_of(system), **overrides}
         hardware = settings.pop("hardware", None) or self.hardware_of(system)
         hw = HardwareModel.load(hardware) if isinstance(hardware, (str, Path)) else hardware
         acceptance = settings.pop("acceptance", None) or load_acceptance(self.acceptance)

@@ -83,7 +83,7 @@ def test_a_variant_is_keyed_on_its_own_class_its_bases_and_the_modules_functions
 
 
 def test_the_shipped_policies_and_routers_have_keys_of_their_own():
-    assert keys.policy_sha("adaserve") != keys.policy_sha("adaserve-paced")
+    assert keys.policy_sha("adaserve-authors") != keys.policy_sha("adaserve-authors:pace=0.7")
     # a paper system is keyed on the policy it runs
     assert keys.policy_sha("sarathi") == keys.policy_sha("vllm") == keys.policy_sha("incremental")
     assert keys.router_sha("round-robin") != keys.router_sha("class-affinity:32")
@@ -102,7 +102,7 @@ def test_rekey_moves_only_runs_whose_re_runs_are_identical(tmp_path, monkeypatch
              "replicas": [{"sent": 3}], "requests": 3}
 
     def keep(n: int, router: str, code: str, **extra) -> Path:
-        task = runs.FleetTask(runs.SETUPS["llama"], KIT_TRACE, n, router, "adaserve", 0)
+        task = runs.FleetTask(runs.SETUPS["llama"], KIT_TRACE, n, router, "adaserve-authors", 0)
         inputs = {**task.inputs(), "code_sha": code, **extra}
         task.path.parent.mkdir(parents=True, exist_ok=True)
         task.path.write_text(json.dumps({"inputs": inputs, "trace": KIT_TRACE.name,

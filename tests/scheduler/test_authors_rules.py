@@ -45,12 +45,12 @@ def test_the_slo_phase_serves_the_smallest_need_first():
     batch = _view((40, 0.3, 5, True), (40, 0.5, 5, True))
     plan = SpecPlan(depth=3, width=1)
     cands = CandidateBatch.from_trees([_chain(0.9, 0.9, 0.9), _chain(0.9, 0.9, 0.9)])
-    ours = make_policy("adaserve", SchedulerConfig(budget=4)).select(batch, plan, cands)
+    ours = make_policy("adaserve-authors", SchedulerConfig(budget=4)).select(batch, plan, cands)
     # ascending: r0 takes one node (1 + 0.9 >= 1.5), r1 the other spare one
     assert ours.counts.tolist() == [2, 2]
     assert ours.target.tolist() == [1.5, 4.0]
     # most-behind first (the text's order, same needs): r1 takes both spare nodes
-    text_order = make_policy("adaserve", SchedulerConfig(
+    text_order = make_policy("adaserve-authors", SchedulerConfig(
         budget=4, rules=AdaServeRules(ascending=False))).select(batch, plan, cands)
     assert text_order.counts.tolist() == [1, 3]
 
@@ -65,7 +65,7 @@ def test_a_request_takes_at_most_n_max_nodes_past_its_root_in_the_slo_phase():
     batch = _view((20, 5.0, 5, True), (None, 0.0, 5, False))
     plan = SpecPlan(depth=8, width=1)
     cands = CandidateBatch.from_trees([_chain(*[0.99] * 8), _chain(*[1 - 1e-9] * 8)])
-    sel = make_policy("adaserve", SchedulerConfig(budget=10)).select(batch, plan, cands)
+    sel = make_policy("adaserve-authors", SchedulerConfig(budget=10)).select(batch, plan, cands)
     assert sel.counts.tolist() == [7, 3]
 
 
@@ -79,13 +79,13 @@ def test_requests_with_a_millisecond_slo_can_be_kept_out_of_the_slo_phase():
     cands = CandidateBatch.from_trees([_chain(0.5, 0.5, 0.5), _chain(0.9, 0.9, 0.9)])
     # B = 5, 3 to spare; both need d + 1 = 4 (6.5 capped). Authors: only r0 is served in
     # the SLO phase (its whole chain, 3 nodes); the throughput phase has nothing left for r1
-    sel = make_policy("adaserve", SchedulerConfig(budget=5, rules=authors)).select(
+    sel = make_policy("adaserve-authors", SchedulerConfig(budget=5, rules=authors)).select(
         batch, plan, cands)
     assert sel.counts.tolist() == [4, 1]
     assert sel.target.tolist() == [4.0, 1.0]
     # default: both served with equal needs; ties keep batch order, so r0 still takes its
     # n_max = int(1.2 * 5 / 2) = 3 and nothing is left for r1, which is asked for its need
-    both = make_policy("adaserve", SchedulerConfig(budget=5)).select(batch, plan, cands)
+    both = make_policy("adaserve-authors", SchedulerConfig(budget=5)).select(batch, plan, cands)
     assert both.target.tolist() == [4.0, 4.0] and both.counts.tolist() == [4, 1]
     # an engine that does not say how an SLO was stated: every SLO counts as relative
     unknown = BatchView(batch.request_ids, batch.tpot_slo_s, batch.decode_latency_s,
@@ -108,7 +108,7 @@ def test_depth_and_width_follow_the_eurosys_eq_8_and_9(n, budget, b2, dmin, c1, 
     cfg = SchedulerConfig(budget=budget, max_depth=8, max_width=3, min_depth=dmin,
                           draft_budget=b2, rules=rules)
     if n < budget:  # the roots alone do not fill B: the policy plans that shape
-        plan = make_policy("adaserve", cfg).plan(BatchView.from_progress(
+        plan = make_policy("adaserve-authors", cfg).plan(BatchView.from_progress(
             [RequestProgress(i, SLO(None)) for i in range(n)]))
         assert (plan.depth, plan.width) == want
 

@@ -89,7 +89,7 @@ def test_turbospec_needs_a_profile_behind_the_calibration():
 def test_policy_plans_with_the_calibrated_t_spec():
     from adaserve.scheduler import BatchView
     lat = CalibratedLatency(BASE)
-    policy = make_policy("adaserve", SchedulerConfig(budget=16), lat)
+    policy = make_policy("adaserve-authors", SchedulerConfig(budget=16), lat)
     view = BatchView(("a", "b"), np.array([0.05, np.nan]), np.zeros(2), np.zeros(2, np.int64),
                      np.array([100, 200], np.int64))
     before = policy.plan(view).t_spec_s

@@ -124,7 +124,7 @@ def _chains(batch, depth, p=0.9):
 
 
 def _policy(draft=True, budget=16):
-    return make_policy("adaserve-paced-triage-depth",
+    return make_policy("adaserve",
                        SchedulerConfig(budget=budget, max_depth=4, max_width=1), _latency(draft))
 
 
@@ -132,11 +132,11 @@ def test_the_policy_selects_as_paced_triage_at_its_depth():
     batch = _batch()
     ours = _policy()
     plan = ours.plan(batch)
-    base = make_policy("adaserve-paced-triage", ours.config, _latency()).plan(batch)
+    base = make_policy("adaserve-authors:pace=0.7,triage=on", ours.config, _latency()).plan(batch)
     assert plan == base  # nothing measured yet: Eq. 8's depth, priced the same
     cands = _chains(batch, plan.depth)
     sel = ours.select(batch, plan, cands)
-    ref = make_policy("adaserve-paced-triage", ours.config, _latency()).select(batch, plan, cands)
+    ref = make_policy("adaserve-authors:pace=0.7,triage=on", ours.config, _latency()).select(batch, plan, cands)
     np.testing.assert_array_equal(sel.mask, ref.mask)
     assert sel.counts[1] == 1  # the loose request is paced to its root
 
@@ -191,7 +191,7 @@ def test_the_depth_follows_what_the_tight_requests_got():
 def test_without_a_priced_draft_the_depth_is_eq8s():
     batch = _batch()
     policy = _policy(draft=False)
-    ref = make_policy("adaserve-paced-triage", policy.config, _latency(draft=False))
+    ref = make_policy("adaserve-authors:pace=0.7,triage=on", policy.config, _latency(draft=False))
     for _ in range(25):  # through the exploration phases
         plan = policy.plan(batch)
         assert plan == ref.plan(batch)
@@ -224,7 +224,7 @@ def test_urgent_requests_keep_the_draft_deep_enough_for_their_need():
     # measured rates favour depth 1; requests whose SLO needs 3.5 tokens a step make the
     # policy draft at depth 3 (4 tokens) instead; milder tight requests let it go to 1
     def depth_for(slo_ms):
-        policy = make_policy("adaserve-paced-triage-depth",
+        policy = make_policy("adaserve",
                              SchedulerConfig(budget=16, max_depth=4, max_width=1,
                                              cost_aware_depth=False), _latency())
         policy.depth = MeasuredDepth(period=1000)  # no probes here

@@ -52,12 +52,12 @@ def test_the_paced_policy_gives_back_what_a_request_ahead_does_not_need():
         RequestProgress("behind", SLO.from_ms(50), 1.5, 19, 0)])
     plan = SpecPlan(depth=3, width=1)
     cands = CandidateBatch.from_trees([_chain(0.99, 0.99, 0.99), _chain(0.9, 0.9, 0.9)])
-    ada = make_policy("adaserve", SchedulerConfig(budget=8)).select(batch, plan, cands)
-    paced = make_policy("adaserve-paced", SchedulerConfig(budget=8)).select(batch, plan, cands)
+    ada = make_policy("adaserve-authors", SchedulerConfig(budget=8)).select(batch, plan, cands)
+    paced = make_policy("adaserve-authors:pace=0.7", SchedulerConfig(budget=8)).select(batch, plan, cands)
     # adaserve: "behind" takes its chain in the SLO phase, the throughput phase gives
     # "ahead" its chain too: 8 tokens; paced: "ahead" keeps its root only, 5 tokens
     assert ada.counts.tolist() == [4, 4] and ada.tokens == 8
     assert paced.counts.tolist() == [1, 4] and paced.tokens == 5
     np.testing.assert_array_equal(paced.mask[1], ada.mask[1])
     with pytest.raises(ValueError, match="pace"):
-        SchedulerConfig(budget=8, pace=1.5)
+        make_policy("adaserve-authors:pace=1.5", SchedulerConfig(budget=8))

@@ -73,12 +73,9 @@ def test_config_rejects_bad_values(kwargs):
 
 
 def test_registry_and_unknown_name():
-    assert set(POLICIES) == {"adaserve", "adaserve-text", "adaserve-triage", "adaserve-paced",
-                             "adaserve-paced-triage", "adaserve-paced-triage-depth",
-                             "adaserve-calibrated",
-                             "global-greedy", "equal-greedy", "specinfer", "turbospec",
+    assert set(POLICIES) == {"adaserve-authors", "adaserve-text", "adaserve", "global-greedy", "equal-greedy", "specinfer", "turbospec",
                              "incremental", "chain-4", "chain-6", "chain-8"}
-    with pytest.raises(ValueError, match="adaserve"):
+    with pytest.raises(ValueError, match="adaserve-authors"):
         make_policy("eagle", SchedulerConfig(budget=16))
 
 
@@ -88,7 +85,10 @@ def _latency():
     return IterationLatency(target, draft)
 
 
-@pytest.mark.parametrize("name", sorted(POLICIES))
+# every policy, and every AdaServe option on its own over the authors' scheduler
+@pytest.mark.parametrize("name", sorted(POLICIES) + [
+    "adaserve-authors:pace=0.7", "adaserve-authors:triage=on", "adaserve-authors:calibrate=on",
+    "adaserve-authors:depth=measured", "adaserve:floor=off", "adaserve:depth=eq8"])
 def test_every_policy_runs_an_iteration(name):
     config = SchedulerConfig(budget=32)
     policy = make_policy(name, config, _latency())
@@ -99,7 +99,7 @@ def test_every_policy_runs_an_iteration(name):
         candidates = _specinfer_candidates(batch.n, plan.expansion)
     sel = policy.select(batch, plan, candidates)
     assert sel.n == 4 and np.all(sel.counts >= 1)
-    if name.startswith("adaserve") or name in ("global-greedy", "equal-greedy"):
+    if name.startswith("adaserve-authors") or name in ("global-greedy", "equal-greedy"):
         assert sel.tokens <= config.budget
     if name == "incremental":
         assert plan.depth == 0 and sel.tokens == 4
@@ -129,7 +129,7 @@ def test_specinfer_plan_ignores_budget():
     assert sel.tokens == 8 * 21  # far over the budget: what "no budget awareness" costs
 
 
-@pytest.mark.parametrize("name, at_8", [("adaserve-text", (2, 2)), ("adaserve", (1, 2))])
+@pytest.mark.parametrize("name, at_8", [("adaserve-text", (2, 2)), ("adaserve-authors", (1, 2))])
 def test_budgeted_plan_adapts_to_load_and_stops_when_roots_fill_budget(name, at_8):
     # seed 002's Eq. 8: d = ceil(B/n) = 2 at n = 8; the authors' (EuroSys) Eq. 8:
     # floor(B/n) - 1 = 1. Both: w = floor(B/n) = 2, and B = 16 caps d at D_max = 8 at n = 1.
@@ -146,7 +146,7 @@ def _priced_policy(draft_step, alpha, cost_aware=True):
     target = LatencyModel(alpha=0.0, gamma=3e-3, delta=0.06)
     draft = LatencyModel(alpha=0.0, gamma=0.0, delta=draft_step)
     tracker = AcceptanceTracker(prior_alpha=alpha, prior_weight=1e9)
-    return make_policy("adaserve", SchedulerConfig(budget=16, cost_aware_depth=cost_aware),
+    return make_policy("adaserve-authors", SchedulerConfig(budget=16, cost_aware_depth=cost_aware),
                        IterationLatency(target, draft), tracker)
 
 
@@ -175,7 +175,7 @@ def test_free_draft_or_cost_blind_config_keeps_eq8_depth():
 
 
 def test_adaserve_gives_budget_to_the_request_behind_its_slo():
-    policy = make_policy("adaserve", SchedulerConfig(budget=8, slo_max_tokens=8))
+    policy = make_policy("adaserve-authors", SchedulerConfig(budget=8, slo_max_tokens=8))
     # r0 is 7 tokens behind a 20 ms SLO (15 due after 0.3 s, 8 decoded with the prefill's
     # token): its need is capped at d + 1; r1 is best effort
     batch = BatchView.from_progress([
@@ -233,7 +233,7 @@ def test_turbospec_needs_latency_model():
 
 
 def test_select_rejects_mismatched_batch():
-    policy = make_policy("adaserve", SchedulerConfig(budget=16))
+    policy = make_policy("adaserve-authors", SchedulerConfig(budget=16))
     with pytest.raises(ValueError, match="candidate trees"):
         policy.select(_batch(2), policy.plan(_batch(2)), CandidateBatch.roots([1, 2, 3]))
 

@@ -88,7 +88,7 @@ def _batch(relaxed=False):
 
 def test_calibrated_policy_gives_an_over_promising_request_more_nodes():
     config = SchedulerConfig(budget=11)
-    ada, cal = make_policy("adaserve", config), make_policy("adaserve-calibrated", config)
+    ada, cal = make_policy("adaserve-authors", config), make_policy("adaserve-authors:calibrate=on", config)
     batch, plan = _batch(relaxed=True), SpecPlan(depth=6, width=1)
     # r2 (best effort) wins whatever the throughput phase hands out
     cands = CandidateBatch.from_trees([_chain(*[0.8] * 6), _chain(*[0.8] * 6),
@@ -113,7 +113,7 @@ def test_calibrated_policy_gives_an_over_promising_request_more_nodes():
 
 
 def test_calibrated_policy_learns_only_from_trees_that_drafted():
-    cal = make_policy("adaserve-calibrated", SchedulerConfig(budget=4))
+    cal = make_policy("adaserve-authors:calibrate=on", SchedulerConfig(budget=4))
     roots = CandidateBatch.roots([1, 2])
     sel = cal.select(_batch(), SpecPlan(depth=0, width=0), roots)
     cal.observe(("r0", "r1"), sel, np.zeros(2, np.int64))
@@ -122,7 +122,7 @@ def test_calibrated_policy_learns_only_from_trees_that_drafted():
 
 def test_the_engine_feeds_each_verification_back_and_forgets_finished_requests():
     setup = SimSetup(HardwareModel.load("llama3.1-70b-a100-tp4"),
-                     load_acceptance("synthetic-llama3.1-70b-1b"), policy="adaserve-calibrated")
+                     load_acceptance("synthetic-llama3.1-70b-1b"), policy="adaserve-authors:calibrate=on")
     core, _ = build(setup, max_context=512, max_waiting=8)
     seen = []
     observe = core.policy.observe

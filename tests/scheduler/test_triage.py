@@ -113,8 +113,8 @@ def test_triage_gives_the_budget_to_the_request_that_can_still_attain():
     batch = _two_behind()
     plan = SpecPlan(depth=6, width=1, t_spec_s=0.03)
     cands = CandidateBatch.from_trees([_chain(*[0.9] * 6), _chain(*[0.9] * 6)])
-    ada = _policy("adaserve").select(batch, plan, cands)
-    tri = _policy("adaserve-triage").select(batch, plan, cands)
+    ada = _policy("adaserve-authors").select(batch, plan, cands)
+    tri = _policy("adaserve-authors:triage=on").select(batch, plan, cands)
     # need = (0.03 * 1.05 + l) / 0.05 - (o + 1): lost 40.6 - 9 -> capped at d + 1 = 7,
     # savable 11.63 - 9 = 2.63; n_max = int(1.2 * 8 / 2) = 4 nodes; 6 to spare.
     # adaserve, ascending need: savable takes 2 (1 + 0.9 + 0.81 >= 2.63), lost the other 4
@@ -133,8 +133,8 @@ def test_triage_is_adaserve_when_the_horizon_is_unknown_or_all_are_in_reach():
     cands = CandidateBatch.from_trees([_chain(*[0.9] * 6), _chain(*[0.8] * 6)])
     in_reach = _view([(50, 0.45, 8, 200), (50, 0.40, 8, 200)])
     for batch in (_two_behind(remaining=False), in_reach):
-        ada = _policy("adaserve").select(batch, plan, cands)
-        tri = _policy("adaserve-triage").select(batch, plan, cands)
+        ada = _policy("adaserve-authors").select(batch, plan, cands)
+        tri = _policy("adaserve-authors:triage=on").select(batch, plan, cands)
         np.testing.assert_array_equal(tri.mask, ada.mask)
         np.testing.assert_array_equal(tri.target, ada.target)
 
@@ -146,9 +146,9 @@ def test_paced_triage_is_triage_then_pacing():
     plan = SpecPlan(depth=6, width=1, t_spec_s=0.03)
     cands = CandidateBatch.from_trees([_chain(*[0.9] * 6), _chain(*[0.9] * 6)])
     config = SchedulerConfig(budget=8)
-    tri = _policy("adaserve-triage").select(batch, plan, cands)
-    both = make_policy("adaserve-paced-triage", config).select(batch, plan, cands)
-    want = trim(cands, tri, pace_cap(batch, plan.t_spec_s, config.pace, config.rules))
+    tri = _policy("adaserve-authors:triage=on").select(batch, plan, cands)
+    both = make_policy("adaserve-authors:pace=0.7,triage=on", config).select(batch, plan, cands)
+    want = trim(cands, tri, pace_cap(batch, plan.t_spec_s, 0.7, config.rules))
     np.testing.assert_array_equal(both.mask, want.mask)
     np.testing.assert_array_equal(both.target, tri.target)
     # savable (0.55 s for 9 tokens, 50 ms at pace 0.7 = 35 ms) is behind its pace: it
@@ -156,5 +156,5 @@ def test_paced_triage_is_triage_then_pacing():
     assert both.counts.tolist() == tri.counts.tolist() == [4, 4]
     # ahead of pace instead, the same request gives tokens back
     ahead = _view([(50, 2.0, 8, 4), (50, 0.2, 8, 200)])
-    paced_both = make_policy("adaserve-paced-triage", config).select(ahead, plan, cands)
-    assert paced_both.counts[1] < _policy("adaserve-triage").select(ahead, plan, cands).counts[1]
+    paced_both = make_policy("adaserve-authors:pace=0.7,triage=on", config).select(ahead, plan, cands)
+    assert paced_both.counts[1] < _policy("adaserve-authors:triage=on").select(ahead, plan, cands).counts[1]

@@ -258,7 +258,7 @@ def test_batch_view_carries_each_requests_max_tokens_left_for_triage(env):
 def test_the_next_draft_feeds_the_policy_what_each_request_accepted(env):
     """adaserve-calibrated learns from Policy.observe; inside SGLang the worker reads each
     request's accepted count one iteration on, from how far its output grew."""
-    env.setenv("ADASERVE_POLICY", "adaserve-calibrated")
+    env.setenv("ADASERVE_POLICY", "adaserve-authors:calibrate=on")
     w = draft_worker(env)
     w.req_to_token_pool = SimpleNamespace(size=8)
     a, b, c = _req("a"), _req("b"), _req("c")

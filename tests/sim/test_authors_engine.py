@@ -58,14 +58,14 @@ def test_outputs_end_at_eos_the_same_way_in_every_run():
 def test_the_paper_deployments_load_and_give_each_system_its_engine():
     assert {"paper-llama3.1-70b", "paper-qwen2.5-32b"} <= set(available())
     d = Deployment.load("paper-llama3.1-70b")
-    ada, vllm, sarathi = d.setup("adaserve"), d.setup("vllm"), d.setup("sarathi")
+    ada, vllm, sarathi = d.setup("adaserve-authors"), d.setup("vllm"), d.setup("sarathi")
     assert (ada.budget, ada.max_batch, ada.min_depth, ada.draft_budget) == (256, 64, 4, 96)
     assert ada.rules == AdaServeRules(absolute_in_slo_phase=False)
     assert ada.planning_draft_ms == 70.0 and ada.prefill_mode is None  # the system's own
     assert vllm.max_batch == 512 and vllm.hardware.name.endswith("-vllm")
     assert sarathi.prefill_chunk == 2048 and sarathi.hardware.graph_max_batch == 256
     assert d.setup("adaserve-text").budget == 156  # the text's A100 budget
-    assert d.setup("adaserve", budget=128).budget == 128  # an override wins
+    assert d.setup("adaserve-authors", budget=128).budget == 128  # an override wins
     with pytest.raises(ValueError, match="unknown settings"):
         Deployment.from_dict({"name": "x", "title": "", "source": "", "hardware": "h",
                               "acceptance": "a", "engine": {"budgett": 1}})

@@ -56,7 +56,7 @@ def test_gamma_arrivals_reach_the_plan_on_both_backends(tmp_path, monkeypatch):
     point = bench.points(args)[0]
     want = gamma_times(2.0, 3.0, 12, seed=4)
     # the simulator's workload
-    server = SimBackend.from_args(args, ["adaserve"]).start("adaserve", 1.0)
+    server = SimBackend.from_args(args, ["adaserve-authors"]).start("adaserve-authors", 1.0)
     assert np.allclose([r.t for r in server.workload(point, 4)], want)
     # what the real backend hands `adaserve loadgen`, and the plan the loadgen builds from it
     cmds = []
@@ -97,7 +97,7 @@ def test_a_paper_trace_is_the_same_requests_on_both_backends(tmp_path, monkeypat
     args = _args(tmp_path, "--trace", str(trace), "--rates", "3", "--requests", "4",
                  "--mix-exact")
     point = bench.points(args)[0]
-    server = SimBackend.from_args(args, ["adaserve"]).start("adaserve", 1.0)
+    server = SimBackend.from_args(args, ["adaserve-authors"]).start("adaserve-authors", 1.0)
     sim = server.workload(point, 0)
     # what the real backend hands `adaserve loadgen`, and the plan the loadgen builds from it
     cmds = []
@@ -189,7 +189,7 @@ def test_it_rebuilds_the_committed_sweeps_requests(tmp_path):
         "--serve-args", meta["serve_args"], "--baseline-ms", str(baseline),
         f"--mix-{meta.get('mix_draw', 'iid')}",  # as the sweep assigned them
         "--out", str(tmp_path)])
-    server = SimBackend.from_args(args, ["adaserve"]).start("adaserve", 1.0)
+    server = SimBackend.from_args(args, ["adaserve-authors"]).start("adaserve-authors", 1.0)
     reqs = server.workload(bench.points(args)[0], 0)
     measured = read_jsonl(RESULTS / "rate" / "raw" / "adaserve-0.5-s0" / "records.jsonl")
     assert [(r.slo_class, r.prompt_tokens) for r in reqs] == [

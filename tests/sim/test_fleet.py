@@ -19,7 +19,7 @@ from sim_models import ChainAcceptance, linear_hardware
 
 
 def setup() -> SimSetup:
-    return SimSetup(linear_hardware(), ChainAcceptance(2), policy="adaserve", max_batch=4,
+    return SimSetup(linear_hardware(), ChainAcceptance(2), policy="adaserve-authors", max_batch=4,
                     prefill_chunk=64)
 
 
@@ -132,16 +132,16 @@ def test_simulate_runs_a_fleet_from_the_command_line(tmp_path, capsys):
     out = tmp_path / "out"
     rc = main(["simulate", "--rate", "20", "--requests", "24", "--input-tokens", "32",
                "--output-tokens", "16", "--hardware", "llama3.1-70b-a100-tp4",
-               "--acceptance", "synthetic-cpu-pair", "--policies", "adaserve",
+               "--acceptance", "synthetic-cpu-pair", "--policies", "adaserve-authors",
                "--replicas", "2", "--rate-scale", "2", "--router", "round-robin,slo-aware",
                "--out", str(out), "--quiet"])
     assert rc == 0
     printed = capsys.readouterr().out
     for router in ("round-robin", "slo-aware"):
         assert f"2 replicas, router {router} (seed 0): 48 requests" in printed
-        records = read_jsonl(out / "adaserve" / router / "records.jsonl")
+        records = read_jsonl(out / "adaserve-authors" / router / "records.jsonl")
         assert len(records) == 48 and all(r.status == "ok" for r in records)
-        summary = json.loads((out / "adaserve" / router / "summary.json").read_text())
+        summary = json.loads((out / "adaserve-authors" / router / "summary.json").read_text())
         assert summary["replicas"] == 2 and summary["rate_scale"] == 2
         assert sorted(set(summary["replica_of"].values())) == [0, 1]
     assert "per replica: 0: 24 requests" in printed

@@ -15,7 +15,7 @@ from adaserve.sim.executor import SIM_EOS
 from adaserve.sim.setups import Deployment
 
 # the shipped policies that read the horizon (triage) and the depth floor, and the paper's
-POLICIES = ("adaserve", "adaserve-paced-triage-depth")
+POLICIES = ("adaserve-authors", "adaserve")
 
 
 def _trace(n: int = 48) -> list[SimRequest]:
@@ -78,7 +78,7 @@ def test_runs_differing_only_where_outputs_end_decide_alike_until_that_eos(polic
 
 def test_the_simulated_model_ends_an_output_with_an_eos_the_engine_reads():
     r = SimRequest(0, 0.0, "c", 50.0, prompt_tokens=8, output_tokens=64, ends_at=21)
-    setup = Deployment.load("paper-llama3.1-70b").setup("adaserve")
+    setup = Deployment.load("paper-llama3.1-70b").setup("adaserve-authors")
     core, clock = build(setup, max_context=128, max_waiting=1)
     assert SIM_EOS in core.executor.eos_ids
     (rec,) = simulate(core, clock, [r])

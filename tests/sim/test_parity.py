@@ -124,7 +124,7 @@ def _drive(core: EngineCore) -> list:
     return outs
 
 
-@pytest.mark.parametrize("policy", ["adaserve", "specinfer", "incremental"])
+@pytest.mark.parametrize("policy", ["adaserve-authors", "specinfer", "incremental"])
 def test_real_and_simulated_executors_decide_alike(policy):
     torch.manual_seed(0)
     t = tiny_state(0)

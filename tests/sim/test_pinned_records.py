@@ -26,7 +26,7 @@ TRACE = "/work/shared/paper-scale/traces/fig8_9_rps4.8_ol256.csv"
 
 PINNED = {
     "adaserve-text": "82490d89962962b0",  # issue 17's `adaserve`, unchanged
-    "adaserve": "7b79e9eb29e9ca3e",
+    "adaserve-authors": "7b79e9eb29e9ca3e",
     "specinfer": "867da891fdbf57d8",
     "chain-4": "3239b1d356847230",
     "vllm": "d486fafd2a2b0fb4",

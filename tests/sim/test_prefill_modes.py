@@ -64,7 +64,7 @@ def test_chunked_decodes_beside_the_prefill_chunk():
 
 
 def test_a_policy_can_run_prefill_first():
-    core, a = _decoding("adaserve", prefill_mode="first")
+    core, a = _decoding("adaserve-authors", prefill_mode="first")
     steps = a.steps
     assert core.step() == [] and a.steps == steps
 

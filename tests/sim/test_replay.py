@@ -68,7 +68,7 @@ def test_a_recording_round_trips_and_holds_the_targets_continuation(pair, record
         assert np.all(np.diff(recording.top_logp[i], axis=1) <= 0)
 
 
-@pytest.mark.parametrize("policy", ["adaserve", "specinfer", "global-greedy", "incremental"])
+@pytest.mark.parametrize("policy", ["adaserve-authors", "specinfer", "global-greedy", "incremental"])
 def test_replay_commits_exactly_the_targets_tokens(pair, recording, policy):
     cfg = _cfg(policy, budget=6, max_depth=3, max_width=2)
     sim = EngineCore(cfg, executor=SimExecutor(linear_hardware(), ReplayAcceptance(recording),
@@ -93,7 +93,7 @@ def test_replay_accepts_what_the_real_engine_accepts(pair, recording):
 
 
 def test_unrecorded_prompts_and_overruns_are_refused(recording):
-    setup = SimSetup(linear_hardware(), ReplayAcceptance(recording), policy="adaserve")
+    setup = SimSetup(linear_hardware(), ReplayAcceptance(recording), policy="adaserve-authors")
     core, clock = build(setup, max_context=128, max_waiting=4)
     with pytest.raises(ValueError, match="not recorded"):
         simulate(core, clock, [SimRequest(0, 0.0, "a", 100.0, 3, 4, prompt_ids=(7, 7, 7))])

@@ -27,7 +27,7 @@ def test_records_round_trip_through_the_report(tmp_path):
     hw = HardwareModel.load("cpu-smollm2-135m")
     reqs = _workload()
     runs = []
-    for policy in ("adaserve", "incremental"):
+    for policy in ("adaserve-authors", "incremental"):
         core, clock = build(SimSetup(hw, load_acceptance("synthetic-cpu-pair"), policy=policy,
                                      budget=4, max_batch=8), max_context=512, max_waiting=100)
         records = simulate(core, clock, reqs)

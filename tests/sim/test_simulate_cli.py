@@ -38,11 +38,11 @@ def test_options_parse():
 def test_a_trace_runs_end_to_end(tmp_path, trace, capsys):
     out = tmp_path / "out"
     rc = main(["simulate", "--trace", str(trace), "--hardware", "llama3.1-70b-a100-tp4",
-               "--acceptance", "synthetic-cpu-pair", "--policies", "adaserve,incremental",
+               "--acceptance", "synthetic-cpu-pair", "--policies", "adaserve-authors,incremental",
                "--out", str(out), "--quiet"])
     assert rc == 0
     printed = capsys.readouterr().out
-    for policy in ("adaserve", "incremental"):
+    for policy in ("adaserve-authors", "incremental"):
         assert f"## {policy} (seed 0): {len(ROWS)} requests" in printed
         records = read_jsonl(out / policy / "records.jsonl")
         assert len(records) == len(ROWS)
@@ -147,18 +147,18 @@ def test_tree_caps_and_eq8_depth_reach_the_engine(tmp_path, trace):
     flags = ["--max-depth", "2", "--max-width", "1", "--eq8-depth", "--max-batch", "4"]
     assert main(["simulate", "--trace", str(trace), "--hardware",
                  "llama3.1-70b-a100-tp4-draft", "--acceptance", "synthetic-llama3.1-70b-1b",
-                 "--policies", "adaserve", "--out", str(out), "--quiet", *flags]) == 0
-    summary = json.loads((out / "adaserve" / "summary.json").read_text())
+                 "--policies", "adaserve-authors", "--out", str(out), "--quiet", *flags]) == 0
+    summary = json.loads((out / "adaserve-authors" / "summary.json").read_text())
     assert (summary["max_depth"], summary["max_width"], summary["cost_aware_depth"]) == (
         2, 1, False)
     hw = HardwareModel.load("llama3.1-70b-a100-tp4-draft")
-    lib = run(SimSetup(hw, load_acceptance("synthetic-llama3.1-70b-1b"), max_batch=4,
+    lib = run(SimSetup(hw, load_acceptance("synthetic-llama3.1-70b-1b"), "adaserve-authors", max_batch=4,
                        prefill_chunk=512, max_depth=2, max_width=1, cost_aware_depth=False),
               read_paper_trace(trace, hw.baseline_latency_ms))
-    cli = read_jsonl(out / "adaserve" / "records.jsonl")
+    cli = read_jsonl(out / "adaserve-authors" / "records.jsonl")
     assert [r.last_token_s for r in cli] == [r.last_token_s for r in lib.records]
     # and the caps matter: the default caps (8, 16) time the same requests differently
-    wide = run(SimSetup(hw, load_acceptance("synthetic-llama3.1-70b-1b"), max_batch=4,
+    wide = run(SimSetup(hw, load_acceptance("synthetic-llama3.1-70b-1b"), "adaserve-authors", max_batch=4,
                         prefill_chunk=512, cost_aware_depth=False),
                read_paper_trace(trace, hw.baseline_latency_ms))
     assert [r.last_token_s for r in wide.records] != [r.last_token_s for r in lib.records]
@@ -174,11 +174,11 @@ def test_a_named_setup_runs_each_system_on_its_own_engine_and_outputs(tmp_path, 
 
     out = tmp_path / "out"
     assert main(["simulate", "--setup", "paper-llama3.1-70b", "--trace", str(trace),
-                 "--policies", "adaserve,vllm", "--out", str(out), "--quiet"]) == 0
+                 "--policies", "adaserve-authors,vllm", "--out", str(out), "--quiet"]) == 0
     deploy = Deployment.load("paper-llama3.1-70b")
     base = HardwareModel.load(deploy.hardware).baseline_latency_ms
     reqs = stop_at_eos(read_paper_trace(trace, base), deploy.eos_hazard, 0)
-    for system in ("adaserve", "vllm"):
+    for system in ("adaserve-authors", "vllm"):
         lib = run(deploy.setup(system), reqs)
         cli = read_jsonl(out / system / "records.jsonl")
         assert [r.last_token_s for r in cli] == [r.last_token_s for r in lib.records]
@@ -186,9 +186,9 @@ def test_a_named_setup_runs_each_system_on_its_own_engine_and_outputs(tmp_path, 
         summary = json.loads((out / system / "summary.json").read_text())
         assert summary["setup"] == "paper-llama3.1-70b"
         assert summary["hardware"] == deploy.hardware_of(system)
-    assert json.loads((out / "adaserve" / "summary.json").read_text())["budget"] == 256
+    assert json.loads((out / "adaserve-authors" / "summary.json").read_text())["budget"] == 256
     assert main(["simulate", "--setup", "paper-llama3.1-70b", "--trace", str(trace),
-                 "--policies", "adaserve", "--budget", "128", "--out", str(out / "b"),
+                 "--policies", "adaserve-authors", "--budget", "128", "--out", str(out / "b"),
                  "--quiet"]) == 0
-    assert json.loads((out / "b" / "adaserve" / "summary.json").read_text())["budget"] == 128
+    assert json.loads((out / "b" / "adaserve-authors" / "summary.json").read_text())["budget"] == 128
     assert main(["simulate", "--setup", "nope", "--trace", str(trace)]) == 2

@@ -1,0 +1,101 @@
+"""AdaServe's options, and the policy specs that name them (docs/scheduler.md "One AdaServe").
+
+AdaServe is one policy. What we added to the authors' scheduler is a set of options on it,
+each ablated on its own (results/sim/ablation.md), not a family of names:
+
+| option | values | what it does |
+| --- | --- | --- |
+| ``pace`` | a fraction in (0, 1], or ``off`` | each request verifies no more than keeps it at that fraction of its SLO (``pacing.pace_cap``) |
+| ``triage`` | ``on``/``off`` | a request no SLO phase can save any more is served best-effort (``triage.unreachable``) |
+| ``depth`` | ``eq8``/``measured`` | draft at Eq. 8's depth, or at the depth measured to give tight requests the most tokens per second (``depth.MeasuredDepth``) |
+| ``floor`` | ``on``/``off`` | the measured depth never drops below the median tight request's need per step (``depth.need_floor``); no effect at ``depth=eq8`` |
+| ``calibrate`` | ``on``/``off`` | the SLO phase counts each node as the request's accepted/predicted ratio x f(v) |
+
+A spec is a preset's name, optionally with options after a colon:
+``adaserve``, ``adaserve-authors:pace=0.7,triage=on``, ``adaserve:depth=eq8``. The presets:
+``adaserve`` is the best configuration by the honest numbers (the served default);
+``adaserve-authors`` is the authors' scheduler with every option off, which the paper
+comparisons run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+DEPTHS = ("eq8", "measured")
+_ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+
+
+@dataclass(frozen=True, slots=True)
+class AdaServeOptions:
+    """The options of one AdaServe policy (module docstring); the defaults are all off, the
+    authors' scheduler."""
+
+    pace: float | None = None  # None: not paced
+    triage: bool = False
+    depth: Literal["eq8", "measured"] = "eq8"
+    floor: bool = False
+    calibrate: bool = False
+
+    def __post_init__(self) -> None:
+        if self.pace is not None and (isinstance(self.pace, bool)
+                                      or not isinstance(self.pace, (int, float))
+                                      or not 0 < self.pace <= 1):
+            raise ValueError(f"pace must be off or a fraction in (0, 1], got {self.pace!r}")
+        if self.depth not in DEPTHS:
+            raise ValueError(f"depth must be one of {', '.join(DEPTHS)}, got {self.depth!r}")
+        for name in ("triage", "floor", "calibrate"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be on or off, got {getattr(self, name)!r}")
+
+    def with_text(self, text: str) -> AdaServeOptions:
+        """These options with ``key=value,...`` applied (the part of a spec after its colon);
+        ValueError naming the key or value for anything else."""
+        changes: dict[str, object] = {}
+        for item in filter(None, (s.strip() for s in text.split(","))):
+            key, sep, value = item.partition("=")
+            key, value = key.strip(), value.strip().lower()
+            if not sep or not value:
+                raise ValueError(f"option {item!r} needs the form key=value")
+            if key == "pace":
+                changes[key] = None if value == "off" else _fraction(value)
+            elif key == "depth":
+                changes[key] = value
+            elif key in ("triage", "floor", "calibrate"):
+                if value not in _ON:
+                    raise ValueError(f"option {key} takes on or off, got {value!r}")
+                changes[key] = _ON[value]
+            else:
+                raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
+                                 f"depth, floor, calibrate")
+        return dataclasses.replace(self, **changes)
+
+    def text(self) -> str:
+        """The options as a spec writes them, every one named."""
+        on = {True: "on", False: "off"}
+        pace = "off" if self.pace is None else f"{self.pace:g}"
+        return (f"pace={pace},triage={on[self.triage]},depth={self.depth},"
+                f"floor={on[self.floor]},calibrate={on[self.calibrate]}")
+
+
+def _fraction(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"pace takes off or a fraction in (0, 1], got {value!r}") from None
+
+
+# The presets. ``adaserve``: every option that the development set showed to help
+# (docs/scheduler.md "One AdaServe" has the ablation); ``adaserve-authors``: none of them.
+PRESETS: dict[str, AdaServeOptions] = {
+    "adaserve": AdaServeOptions(pace=0.7, triage=True, depth="measured", floor=True),
+    "adaserve-authors": AdaServeOptions(),
+}
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``name:options`` -> (name, options text); no colon -> (spec, "")."""
+    name, _, text = spec.partition(":")
+    return name.strip(), text
