@@ -20,7 +20,7 @@ from adaserve.sim.workload import SimRequest, read_paper_trace, stop_at_eos
 
 KIT = Path(__file__).resolve().parents[2] / "shared" / "paper-scale"
 KIT_REF = "../shared/paper-scale"  # how pages name the kit
-EOS_SEED = 0  # the requests' output lengths: one draw, the same in every run of a trace
+EOS_SEED = 0  # the calibrations' draw of output lengths; a figure run draws with its own seed
 
 # The paper's systems, in its legend order, and how they are named here
 SYSTEMS = ("adaserve-authors", "sarathi", "vllm", "vllm-spec-4", "vllm-spec-6", "vllm-spec-8")
@@ -64,11 +64,11 @@ class PaperSetup:
         ablation change one at a time."""
         return self.deploy.setup(system, **overrides)
 
-    def requests(self, trace: Path) -> list[SimRequest]:
+    def requests(self, trace: Path, eos_seed: int = EOS_SEED) -> list[SimRequest]:
         """A paper trace as this set-up serves it: the SLOs in its baseline's units, the
-        outputs ending at EOS (the deployment's hazard; one draw per trace)."""
+        outputs ending at EOS (the deployment's hazard; ``eos_seed`` draws where)."""
         base = HardwareModel.load(self.hardware).baseline_latency_ms
-        return stop_at_eos(read_paper_trace(trace, base), self.deploy.eos_hazard, EOS_SEED)
+        return stop_at_eos(read_paper_trace(trace, base), self.deploy.eos_hazard, eos_seed)
 
 
 @functools.lru_cache(maxsize=None)

@@ -17,6 +17,7 @@ import multiprocessing as mp
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +33,6 @@ from adaserve.sim.setups import Deployment
 RUNS = RESULTS / "sim" / "runs"
 ACC_DATA = HW_DATA.parent / "acceptance"
 TTFT_SLO_MS = DEFAULT_TTFT_SLO_MS  # the end-to-end reading's TTFT SLO, every class
-# Systems that draft nothing: an acceptance seed picks only their (unseen) token ids, so
-# every seed gives the same timings; they run once, under seed 0, for all seeds.
-NO_DRAFT = ("vllm", "sarathi", "incremental")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +42,14 @@ class Task:
     system: str
     seed: int
     hardware: str = ""  # "" = the deployment's for this system
+    # engine settings that differ from the deployment's for this run (Fig. 14's batch cap)
+    settings: tuple[tuple[str, Any], ...] = ()
 
     @property
     def run_seed(self) -> int:
-        return 0 if self.system in NO_DRAFT else self.seed
+        """The seed draws the acceptance and where each output ends (stop_at_eos), so every
+        system, the ones that draft nothing too, differs by seed."""
+        return self.seed
 
     @property
     def hw_name(self) -> str:
@@ -60,14 +62,16 @@ class Task:
                 "hardware": self.hw_name,
                 "hardware_sha": _model_sha(HW_DATA / f"{self.hw_name}.json"),
                 "acceptance_sha": _model_sha(ACC_DATA / f"{deploy.acceptance}.json"),
-                "system": self.system, "seed": self.run_seed,
-                "code_sha": code_sha(), "policy_sha": policy_sha(self.system)}
+                "system": self.system, "seed": self.run_seed, "eos_seed": self.run_seed,
+                "code_sha": code_sha(), "policy_sha": policy_sha(self.system),
+                **({"settings": dict(self.settings)} if self.settings else {})}
 
     @property
     def path(self) -> Path:
         hw = "" if not self.hardware else f"{self.hardware}/"
+        extra = "".join(f"-{k}{v}" for k, v in self.settings)
         return (RUNS / self.setup.key / hw / _sha(self.trace)[:12]
-                / f"{self.system}-s{self.run_seed}.json")
+                / f"{self.system}{extra}-s{self.run_seed}.json")
 
 
 def system_sha(deploy: Deployment, system: str) -> str:
@@ -134,8 +138,9 @@ def measured(res: SimRun) -> dict:
 
 def execute(task: Task) -> dict:
     """Run one task (the real engine loop on the simulated executor) and keep it."""
-    requests = task.setup.requests(task.trace)
+    requests = task.setup.requests(task.trace, task.run_seed)
     over = {"hardware": task.hardware} if task.hardware else {}
+    over.update(task.settings)
     res = run(task.setup.sim_setup(task.system, **over), requests, seed=task.run_seed)
     out = {
         "inputs": task.inputs(), "trace": task.trace.name, "requests": len(requests),

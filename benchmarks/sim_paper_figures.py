@@ -307,8 +307,8 @@ def main() -> int:
             "what moves it, one modelling choice at a time: [ablation.md](ablation.md) and "
             "docs/sim.md's choice table",
             f"- traces: the authors' `{KIT_REF}/traces/{fig.pattern.format(x='<x>')}`; "
-            f"{len(seeds)} acceptance seeds ({args.seeds}; vllm and sarathi draft nothing, so a "
-            "seed cannot change their timings: they run once); systems as the engine runs "
+            f"{len(seeds)} seeds ({args.seeds}), each drawing the acceptance and where every output "
+            "ends (the same draw for every system); systems as the engine runs "
             "them (adaserve/engine/systems.py)",
         ]
         same = _identical(fig, pairs)

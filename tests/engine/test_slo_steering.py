@@ -1,5 +1,6 @@
 """The SLO phase steers speculated tokens to the request behind its SLO, in the real engine
-with the real model pair: EngineCore._view measures each request's l (seconds since its
+with the real model pair (the authors' scheduler, adaserve-authors, whose selection spends
+the whole budget): EngineCore._view measures each request's l (seconds since its
 first token) and o (tokens decoded since), the policy turns them into A(r), and the
 selection gives the spare budget to the request that needs it (seed 002 Algorithm 2)."""
 
@@ -44,7 +45,7 @@ def _decoded(core: EngineCore) -> dict:
 
 def test_the_budget_goes_to_the_request_behind_its_slo(models):
     # B = 4 with two running requests: two roots and two spare tokens to place
-    core = EngineCore(EngineConfig(policy="adaserve", budget=4, max_context=256), models)
+    core = EngineCore(EngineConfig(policy="adaserve-authors", budget=4, max_context=256), models)
     seen = _spy(core)
     params = SamplingParams(max_tokens=200, ignore_eos=True, temperature=0.0)
     enc = core.models.tokenizer.encode
