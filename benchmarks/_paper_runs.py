@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from _common import RESULTS
-from _paper import PaperSetup
+from _paper import KIT, PaperSetup
 from _run_keys import code_sha, policy_sha
 
 from adaserve.loadgen.records import DEFAULT_TTFT_SLO_MS, Record, summarize
@@ -136,14 +136,20 @@ def measured(res: SimRun) -> dict:
     }
 
 
-def execute(task: Task) -> dict:
-    """Run one task (the real engine loop on the simulated executor) and keep it."""
+def simulate(task: Task) -> tuple[SimRun, int]:
+    """Run one task (the real engine loop on the simulated executor): the run and the
+    number of requests it served."""
     requests = task.setup.requests(task.trace, task.run_seed)
     over = {"hardware": task.hardware} if task.hardware else {}
     over.update(task.settings)
-    res = run(task.setup.sim_setup(task.system, **over), requests, seed=task.run_seed)
+    return run(task.setup.sim_setup(task.system, **over), requests, seed=task.run_seed), len(requests)
+
+
+def execute(task: Task) -> dict:
+    """Run one task and keep it."""
+    res, n = simulate(task)
     out = {
-        "inputs": task.inputs(), "trace": task.trace.name, "requests": len(requests),
+        "inputs": task.inputs(), "trace": task.trace.name, "requests": n,
         "iterations": res.iterations, "simulated_s": res.simulated_s, "wall_s": res.wall_s,
         "date": time.strftime("%Y-%m-%d"), **measured(res),
     }
@@ -187,3 +193,76 @@ def run_all(tasks: list[Task], jobs: int) -> dict[Task, dict]:
 def spread(values: list[float]) -> tuple[float, float, float]:
     a = np.asarray(values, float)
     return float(a.mean()), float(a.min()), float(a.max())
+
+
+# where a kept run's trace may be: the kit's, the test set's, Fig. 14's
+TRACE_DIRS = (KIT / "traces", RESULTS / "sim" / "test-set" / "traces", RESULTS / "sim" / "fig14")
+MEASURED = ("tokens_per_step", "iterations", "simulated_s", "drain_s", "classes")
+
+
+def _task_of(kept: dict) -> Task | None:
+    """The task a kept run answers, None if its set-up or trace is no longer there."""
+    from _paper import SEED_SETUPS, SETUPS
+
+    i = kept["inputs"]
+    setups = [s for s in {**SETUPS, **SEED_SETUPS}.values() if s.deployment == i.get("deployment")]
+    traces = [d / kept["trace"] for d in TRACE_DIRS if (d / kept["trace"]).is_file()]
+    traces = [t for t in traces if _sha(t) == i["trace_sha"]]
+    if not setups or not traces:
+        return None
+    settings = tuple(i.get("settings", {}).items())
+    return Task(setups[0], traces[0], i["system"], i["seed"], settings=settings)
+
+
+def rekey(check: int = 2) -> list[str]:
+    """Give kept runs of an older code version the current keys where re-runs show the
+    change did not move them; a line per version says what was done.
+
+    A run qualifies when its inputs differ from its task's in the code hash, its policy's
+    hash, or both (a change to its trace, set-up, hardware or acceptance model never
+    qualifies). Each version's ``check`` cheapest runs of each policy hash are re-run and
+    compared with what was kept, every measured field exactly: a change that moves one
+    policy shows in that policy's sample. A sample is a check, not a proof."""
+    keys = ("code_sha", "policy_sha")
+    groups: dict[tuple[str, ...], list[tuple[Path, dict, Task]]] = {}
+    for path in sorted(RUNS.rglob("*.json")):
+        kept = json.loads(path.read_text())
+        if "inputs" not in kept or "trace_sha" not in kept["inputs"]:
+            continue
+        task = _task_of(kept)
+        if task is None or task.path != path:
+            continue
+        now = task.inputs()
+        if kept["inputs"] == now:
+            continue
+        if kept["inputs"] == {**now, **{k: kept["inputs"].get(k) for k in keys}}:
+            groups.setdefault((kept["inputs"].get("code_sha", ""),), []).append((path, kept, task))
+    lines = []
+    for (old_code,), runs in groups.items():
+        by_policy: dict[str, list] = {}
+        for r in sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0]))):
+            by_policy.setdefault(r[1]["inputs"].get("policy_sha", ""), []).append(r)
+        picks = [r for group in by_policy.values() for r in group[:check]]
+        moved = [str(r[0].relative_to(RUNS)) for r in picks
+                 if not _same(execute_fresh(r[2]), r[1])]
+        name = f"code {old_code[:12] or '(none)'}"
+        if moved:
+            lines.append(f"{name}: {len(runs)} runs left stale, re-runs differ: {', '.join(moved)}")
+            continue
+        for path, kept, task in runs:
+            kept["inputs"] = task.inputs()
+            path.write_text(json.dumps(kept, indent=1) + "\n")
+        lines.append(f"{name}: {len(runs)} runs re-keyed to code {code_sha()[:12]} "
+                     f"({len(picks)} re-run identical, {len(by_policy)} policies)")
+    return lines or ["no kept run differs from its task in the code or policy hash alone"]
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Whether two runs measured exactly the same (through JSON, as kept)."""
+    return all(json.loads(json.dumps(a[k])) == json.loads(json.dumps(b[k])) for k in MEASURED)
+
+
+def execute_fresh(task: Task) -> dict:
+    """A run of the task measured now, not kept (rekey compares it with the kept one)."""
+    res, _ = simulate(task)
+    return {"iterations": res.iterations, "simulated_s": res.simulated_s, **measured(res)}

@@ -29,7 +29,7 @@ import numpy as np
 
 from _common import RESULTS, commit, machine
 from _paper import KIT, KIT_REF, PAPER_NAME, SEED_SETUPS, SETUPS, SYSTEMS, PaperSetup
-from _paper_runs import TTFT_SLO_MS, Task, _sha, run_all, spread
+from _paper_runs import TTFT_SLO_MS, Task, _sha, rekey, run_all, spread
 from _paper_values import read as read_paper
 from sim_paper_goals import TEXT, closeness, goals_fig8, improvement, ordering, paper_ratio
 
@@ -261,9 +261,20 @@ def main() -> int:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--run-only", action="store_true", help="run and keep, write no page")
+    p.add_argument("--rekey", action="store_true",
+                   help="give kept runs of an older code or policy version (figures, test set, "
+                        "Fig. 14) the current keys where re-runs of a sample measure exactly what "
+                        "was kept (_paper_runs.rekey), then stop")
+    p.add_argument("--rekey-check", type=int, default=2,
+                   help="runs re-run per older code version and policy with --rekey")
     p.add_argument("--points", default=None,
                    help="only these x values of each figure, comma separated (default: all)")
     args = p.parse_args()
+    if args.rekey:
+        if args.rekey_check < 1:
+            p.error("--rekey-check must be >= 1")
+        print("\n".join(rekey(args.rekey_check)))
+        return 0
     if not (KIT / "traces").is_dir():
         print(f"needs the paper-scale kit at {KIT}", file=sys.stderr)
         return 2
