@@ -10,6 +10,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``depth`` | ``eq8``/``measured`` | draft at Eq. 8's depth, or at the depth measured to give tight requests the most tokens per second (``depth.MeasuredDepth``) |
 | ``floor`` | ``on``/``off`` | the measured depth never drops below the median tight request's need per step (``depth.need_floor``); no effect at ``depth=eq8`` |
 | ``calibrate`` | ``on``/``off`` | the SLO phase counts each node as the request's accepted/predicted ratio x f(v) |
+| ``admit`` | ``fifo``/``deadline`` | which waiting request the engine admits next: the oldest, or the earliest TTFT deadline still ahead, the late ones deferred (``admission.deadline_order``) |
 
 A spec is a preset's name, optionally with options after a colon:
 ``adaserve``, ``adaserve-authors:pace=0.7,triage=on``, ``adaserve:depth=eq8``. The presets:
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 DEPTHS = ("eq8", "measured")
+ADMITS = ("fifo", "deadline")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
 
@@ -38,6 +40,7 @@ class AdaServeOptions:
     depth: Literal["eq8", "measured"] = "eq8"
     floor: bool = False
     calibrate: bool = False
+    admit: Literal["fifo", "deadline"] = "fifo"
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)
@@ -46,6 +49,8 @@ class AdaServeOptions:
             raise ValueError(f"pace must be off or a fraction in (0, 1], got {self.pace!r}")
         if self.depth not in DEPTHS:
             raise ValueError(f"depth must be one of {', '.join(DEPTHS)}, got {self.depth!r}")
+        if self.admit not in ADMITS:
+            raise ValueError(f"admit must be one of {', '.join(ADMITS)}, got {self.admit!r}")
         for name in ("triage", "floor", "calibrate"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be on or off, got {getattr(self, name)!r}")
@@ -61,7 +66,7 @@ class AdaServeOptions:
                 raise ValueError(f"option {item!r} needs the form key=value")
             if key == "pace":
                 changes[key] = None if value == "off" else _fraction(value)
-            elif key == "depth":
+            elif key in ("depth", "admit"):
                 changes[key] = value
             elif key in ("triage", "floor", "calibrate"):
                 if value not in _ON:
@@ -69,7 +74,7 @@ class AdaServeOptions:
                 changes[key] = _ON[value]
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
-                                 f"depth, floor, calibrate")
+                                 f"depth, floor, calibrate, admit")
         return dataclasses.replace(self, **changes)
 
     def text(self) -> str:
@@ -77,7 +82,7 @@ class AdaServeOptions:
         on = {True: "on", False: "off"}
         pace = "off" if self.pace is None else f"{self.pace:g}"
         return (f"pace={pace},triage={on[self.triage]},depth={self.depth},"
-                f"floor={on[self.floor]},calibrate={on[self.calibrate]}")
+                f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}")
 
 
 def _fraction(value: str) -> float:

@@ -61,6 +61,12 @@ class Policy(ABC):
         draft that can never be asked for idle (no prefill, no KV)."""
         return True
 
+    @property
+    def admission(self) -> str:
+        """How the engine picks the next waiting request to admit (admission.ADMISSIONS):
+        first come, first served unless a policy's options say otherwise."""
+        return "fifo"
+
     @abstractmethod
     def plan(self, batch: BatchView) -> SpecPlan:
         """The draft shape for this iteration."""
@@ -204,6 +210,10 @@ class AdaServePolicy(_BudgetedPolicy):
         # (selection, request ids, depth, tight [n] bool, predicted seconds) of iterations
         # not yet observed, for the measured depth
         self._pending: deque[tuple[Selection, tuple, int, np.ndarray, float]] = deque(maxlen=8)
+
+    @property
+    def admission(self) -> str:
+        return self.options.admit
 
     def plan(self, batch):
         base = super().plan(batch)

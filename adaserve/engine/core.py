@@ -28,6 +28,7 @@ from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, IterationLatency, SchedulerConfig, make_policy)
+from adaserve.scheduler.admission import deadline_order
 
 
 class QueueFull(RuntimeError):
@@ -250,6 +251,12 @@ class EngineCore:
     # ---- admission and prefill -----------------------------------------------------------
 
     def _admit(self) -> None:
+        free = self.n_slots - len(self.slots)
+        if self.policy.admission == "deadline" and len(self.waiting) > free > 0:
+            # the requests still in time for their TTFT SLO first (scheduler/admission.py)
+            waiting = list(self.waiting)
+            order = deadline_order(np.array([r.t_submit for r in waiting]), self.clock())
+            self.waiting = collections.deque(waiting[i] for i in order)
         while self.waiting and len(self.slots) < self.n_slots:
             r = self.waiting.popleft()
             r.slot, r.phase = len(self.slots), Phase.PREFILL
