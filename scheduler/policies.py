@@ -104,6 +104,17 @@ class Policy(ABC):
 class _BudgetedPolicy(Policy):
     """Beam-search candidates shaped by Eq. 8-9; selection under budget B."""
 
+    # With cost-aware depth, an iteration that plans no draft because drafting is
+    # predicted not to pay drafts one level anyway every PROBE_EVERY such iterations: the
+    # acceptance estimate that ruled drafting out is only updated by drafting.
+    PROBE_EVERY = 16
+
+    def __init__(self, config: SchedulerConfig,
+                 latency: IterationLatency | CalibratedLatency | None = None,
+                 acceptance: AcceptanceTracker | None = None) -> None:
+        super().__init__(config, latency, acceptance)
+        self._undrafted = 0  # iterations in a row that drafting was predicted not to pay
+
     @property
     def may_draft(self) -> bool:
         return self.config.budget > 1  # B = 1: one root fills it whatever the batch
@@ -116,7 +127,8 @@ class _BudgetedPolicy(Policy):
             shape = _IDLE
         else:
             d, w = self._shape(n)
-            shape = SpecPlan(depth=self._worthwhile_depth(batch, d, w), width=w)
+            depth = self._worthwhile_depth(batch, d, w)
+            shape = SpecPlan(depth=depth, width=w) if depth else _IDLE
         return self._priced(batch, shape, self._verify_tokens(n, shape))
 
     def _shape(self, n: int) -> tuple[int, int]:
@@ -138,21 +150,28 @@ class _BudgetedPolicy(Policy):
         depth is the d <= Eq. 8 maximizing predicted tokens per second: the acceptance
         tracker's per-depth rate alpha gives sum_{j<=d} alpha^j tokens per request
         (TurboSpec's chain estimate), the profiled latency model prices d draft steps plus
-        verification. Without a profiled draft cost (or with cost_aware_depth off) every
-        depth costs the same and Eq. 8 stands.
+        verification. Depth 0, no draft at all, is scored too, so where a draft step costs
+        more than it yields the policy plans what ``incremental`` would (one probe every
+        PROBE_EVERY such iterations keeps the acceptance estimate current). Without a
+        profiled draft cost (or with cost_aware_depth off) every depth costs the same and
+        Eq. 8 stands.
         """
         if not self.config.cost_aware_depth or not _prices_drafting(self.latency):
             return depth
         alphas = self.acceptance.alphas(batch.request_ids)  # [n]
         best_d, best = depth, -1.0
-        for d in range(1, depth + 1):
-            shape = SpecPlan(depth=d, width=width)
+        for d in range(0, depth + 1):
+            shape = SpecPlan(depth=d, width=width) if d else _IDLE
             tokens = float(np.sum(expected_chain_tokens(alphas, d)))
             seconds = self.predict_latency(batch, shape, self._verify_tokens(batch.n, shape))
             rate = tokens / seconds if seconds > 0 else tokens
             if rate > best:  # strict: ties keep the shallower tree
                 best_d, best = d, rate
-        return best_d
+        if best_d:
+            self._undrafted = 0
+            return best_d
+        self._undrafted += 1
+        return 1 if self._undrafted % self.PROBE_EVERY == 0 else 0
 
 
 class AdaServePolicy(_BudgetedPolicy):

@@ -244,3 +244,19 @@ def test_library_does_not_import_torch():
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_where_drafting_cannot_pay_the_plan_drafts_nothing_but_probes():
+    # a draft the target rarely agrees with, at 30 ms a step: no depth beats k = 0
+    policy = _priced_policy(draft_step=0.03, alpha=0.1)
+    batch = _batch(1)
+    plans = [policy.plan(batch) for _ in range(2 * policy.PROBE_EVERY)]
+    drafted = [i for i, p in enumerate(plans) if p.speculates]
+    # every PROBE_EVERY-th plan drafts one level so the acceptance estimate can move
+    assert drafted == [policy.PROBE_EVERY - 1, 2 * policy.PROBE_EVERY - 1]
+    assert all(plans[i].depth == 1 for i in drafted)
+    idle = plans[0]
+    assert (idle.depth, idle.width) == (0, 0)
+    assert idle.t_spec_s == pytest.approx(0.06 + 3e-3 * 1)  # the roots alone, no draft step
+    # the same draft agreeing often pays for a deep tree again
+    assert _priced_policy(draft_step=0.03, alpha=0.95).plan(batch).depth > 1
