@@ -124,6 +124,8 @@ def measured(res: SimRun) -> dict:
     return {
         "tokens_per_step": tokens_per_step(res.records),
         "trace_s": max(sent) - min(sent), "drain_s": res.simulated_s - min(sent),
+        # refused at the door (a policy with refuse=on); every reading counts them as misses
+        "refused": sum(r.status == "rejected" for r in res.records),
         "classes": {r.slo_class: {"slo_ms": r.slo_ms, "sent": r.sent,
                                   "attainment": pct(r.attainment),
                                   "attainment_e2e": pct(r.attainment_ttft),

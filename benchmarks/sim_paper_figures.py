@@ -321,6 +321,11 @@ def main() -> int:
             f"{len(seeds)} seeds ({args.seeds}), each drawing the acceptance and where every output "
             "ends (the same draw for every system); systems as the engine runs "
             "them (adaserve/engine/systems.py)",
+            "- set: **development** ([docs/sim.md](../../docs/sim.md#development-and-test-sets)): "
+            "the authors' traces, on which our constants (the pace, the measured depth's "
+            "period and decay, the floor, the preset) were chosen, so this page compares with "
+            "the paper and states no claim of ours; the claims are on the test set "
+            "([test-set.md](test-set.md))",
         ]
         same = _identical(fig, pairs)
         if same:

@@ -118,10 +118,10 @@ def improvement(fig, data: dict, systems) -> list[str]:
         return []
     out = ["**Ours over the authors' scheduler (adaserve-authors)** at the three hardest points "
            "(Fig. 8: the highest rates; elsewhere the three points where the simulated "
-           "adaserve is lowest; "
+           "adaserve-authors is lowest; "
            f"goal: >= +{BETTER_BY:g} points of attainment, goodput >= {GOODPUT_KEPT:.0%} of "
-           "adaserve's):", "",
-           "| set-up | system | x | adaserve % | system % | points | goodput ratio | goal |",
+           "adaserve-authors'; on these development traces a reading, not a claim):", "",
+           "| set-up | system | x | adaserve-authors % | system % | points | goodput ratio | goal |",
            "|---|---|---|---|---|---|---|---|"]
     ceilings: list[str] = []
     for pair, ours in data.items():

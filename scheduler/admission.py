@@ -1,5 +1,5 @@
 """Which waiting request to admit next when the running batch has room for fewer than
-wait (issue 38: the scheduler weighs TTFT).
+wait, and which arriving request to refuse (issue 38: the scheduler weighs TTFT).
 
 First come, first served lets a backlog make every request late: under a burst each new
 request waits behind all the older ones, so once the queue is longer than a TTFT SLO's
@@ -7,9 +7,17 @@ worth of work, no request admitted meets it. ``deadline_order`` admits the reque
 can still meet their TTFT SLO first, earliest deadline first, and defers the ones whose
 deadline has passed (they are late whatever happens now) until nobody in time waits;
 among themselves those go oldest first, so none starves once the burst is over.
+
+With ``refuse`` on, a request whose predicted first-token time (``predicted_ttft``) is
+already past its TTFT SLO when it arrives is refused at the door, 503 with Retry-After, so
+its client can go elsewhere or come back, and the queue does not grow with work that
+would be late anyway and make later requests late too. A refusal counts as a miss in every
+reading of attainment.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 
@@ -28,3 +36,72 @@ def deadline_order(submitted_s: np.ndarray, now: float,
     late = deadline < now  # [m]
     # in time first (late False sorts before True), then by deadline; stable on arrival
     return np.lexsort((deadline, late))
+
+
+def predicted_ttft(ahead: int, free_slots: int, queued_tokens: int, prompt_tokens: int,
+                   prefill_chunk: int, departure_s: float | None,
+                   iteration_s: float | None) -> float | None:
+    """The first-token time a request arriving now is predicted to get, from what the engine
+    has now and has seen: None where it has not seen enough to say (no two requests have
+    left yet, or no iteration has run), so nobody is refused on no evidence.
+
+    ``ahead`` waiting requests are admitted before it (all of them first come, first
+    served; with ``deadline_order`` the ones still in time, whose deadlines are all
+    earlier). It needs a slot: the requests ahead and it take ``ahead + 1`` of the
+    ``free_slots``, the rest come as running requests leave, one every ``departure_s``
+    (the mean gap between recent finishes: where outputs end is not known, only how often
+    they have ended). Meanwhile the ``queued_tokens`` of the prompts prefilling and ahead
+    are prefilled, ``prefill_chunk`` tokens an iteration of ``iteration_s``; its own
+    ``prompt_tokens`` follow once it has a slot and they are through, in whole iterations.
+    """
+    if departure_s is None or iteration_s is None:
+        return None
+    slot_wait = max(0, ahead + 1 - free_slots) * departure_s
+    chunk = max(1, prefill_chunk)
+    queue = queued_tokens / chunk * iteration_s
+    own = -(-max(1, prompt_tokens) // chunk) * iteration_s  # ceil: whole iterations
+    return max(slot_wait, queue) + own
+
+
+class FlowMeter:
+    """The recent past the door's prediction reads: the gaps between the last ``window``
+    finishes and the last ``window`` iterations' durations (means)."""
+
+    def __init__(self, window: int = 32) -> None:
+        self._finishes: deque[float] = deque(maxlen=window)
+        self._iterations: deque[float] = deque(maxlen=window)
+
+    def finished(self, t: float) -> None:
+        self._finishes.append(t)
+
+    def iteration(self, seconds: float) -> None:
+        self._iterations.append(seconds)
+
+    @property
+    def departure_s(self) -> float | None:
+        """Mean seconds between finishes; None before two finishes."""
+        f = self._finishes
+        return (f[-1] - f[0]) / (len(f) - 1) if len(f) >= 2 else None
+
+    @property
+    def iteration_s(self) -> float | None:
+        it = self._iterations
+        return sum(it) / len(it) if it else None
+
+
+def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: np.ndarray,
+            prefilling_tokens: int, free_slots: int, admission: str, prompt_tokens: int,
+            prefill_chunk: int, flow: FlowMeter,
+            ttft_slo_s: float = DEFAULT_TTFT_SLO_S) -> float | None:
+    """Seconds past its TTFT SLO that a request arriving ``now`` is predicted to wait for its
+    first token (``predicted_ttft``), or None where it is predicted in time or nothing can
+    be said yet. The waiting requests (``waiting_submitted_s`` [m], ``waiting_prompt_tokens``
+    [m]) ahead of it are all of them first come, first served, and the ones still in time
+    with ``admission`` "deadline"; ``prefilling_tokens`` are left to prefill in the slots."""
+    submitted = np.asarray(waiting_submitted_s, float)  # [m]
+    ahead = (np.ones(submitted.shape, bool) if admission != "deadline"
+             else submitted + ttft_slo_s >= now)  # [m]
+    queued = prefilling_tokens + int(np.asarray(waiting_prompt_tokens, np.int64)[ahead].sum())
+    t = predicted_ttft(int(ahead.sum()), free_slots, queued, prompt_tokens, prefill_chunk,
+                       flow.departure_s, flow.iteration_s)
+    return None if t is None or t <= ttft_slo_s else t - ttft_slo_s

@@ -11,6 +11,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``floor`` | ``on``/``off`` | the measured depth never drops below the median tight request's need per step (``depth.need_floor``); no effect at ``depth=eq8`` |
 | ``calibrate`` | ``on``/``off`` | the SLO phase counts each node as the request's accepted/predicted ratio x f(v) |
 | ``admit`` | ``fifo``/``deadline`` | which waiting request the engine admits next: the oldest, or the earliest TTFT deadline still ahead, the late ones deferred (``admission.deadline_order``) |
+| ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
 
 A spec is a preset's name, optionally with options after a colon:
 ``adaserve``, ``adaserve-authors:pace=0.7,triage=on``, ``adaserve:depth=eq8``. The presets:
@@ -41,6 +42,7 @@ class AdaServeOptions:
     floor: bool = False
     calibrate: bool = False
     admit: Literal["fifo", "deadline"] = "fifo"
+    refuse: bool = False
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)
@@ -51,7 +53,7 @@ class AdaServeOptions:
             raise ValueError(f"depth must be one of {', '.join(DEPTHS)}, got {self.depth!r}")
         if self.admit not in ADMITS:
             raise ValueError(f"admit must be one of {', '.join(ADMITS)}, got {self.admit!r}")
-        for name in ("triage", "floor", "calibrate"):
+        for name in ("triage", "floor", "calibrate", "refuse"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be on or off, got {getattr(self, name)!r}")
 
@@ -68,13 +70,13 @@ class AdaServeOptions:
                 changes[key] = None if value == "off" else _fraction(value)
             elif key in ("depth", "admit"):
                 changes[key] = value
-            elif key in ("triage", "floor", "calibrate"):
+            elif key in ("triage", "floor", "calibrate", "refuse"):
                 if value not in _ON:
                     raise ValueError(f"option {key} takes on or off, got {value!r}")
                 changes[key] = _ON[value]
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
-                                 f"depth, floor, calibrate, admit")
+                                 f"depth, floor, calibrate, admit, refuse")
         return dataclasses.replace(self, **changes)
 
     def text(self) -> str:
@@ -82,7 +84,8 @@ class AdaServeOptions:
         on = {True: "on", False: "off"}
         pace = "off" if self.pace is None else f"{self.pace:g}"
         return (f"pace={pace},triage={on[self.triage]},depth={self.depth},"
-                f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}")
+                f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}"
+                f",refuse={on[self.refuse]}")
 
 
 def _fraction(value: str) -> float:

@@ -67,6 +67,12 @@ class Policy(ABC):
         first come, first served unless a policy's options say otherwise."""
         return "fifo"
 
+    @property
+    def refuses(self) -> bool:
+        """Whether the engine refuses an arriving request predicted to miss its TTFT SLO
+        (admission.predicted_ttft); no policy does unless its options say so."""
+        return False
+
     @abstractmethod
     def plan(self, batch: BatchView) -> SpecPlan:
         """The draft shape for this iteration."""
@@ -233,6 +239,10 @@ class AdaServePolicy(_BudgetedPolicy):
     @property
     def admission(self) -> str:
         return self.options.admit
+
+    @property
+    def refuses(self) -> bool:
+        return self.options.refuse
 
     def plan(self, batch):
         base = super().plan(batch)

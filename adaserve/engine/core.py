@@ -28,11 +28,16 @@ from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, IterationLatency, SchedulerConfig, make_policy)
-from adaserve.scheduler.admission import deadline_order
+from adaserve.scheduler.admission import DEFAULT_TTFT_SLO_S, FlowMeter, deadline_order, refusal
 
 
 class QueueFull(RuntimeError):
-    """The waiting queue is at max_waiting; retry later."""
+    """The waiting queue is at max_waiting, or (a policy that refuses) the request is
+    predicted to miss its TTFT SLO; retry later, after ``retry_after_s`` when it is known."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,7 @@ class EngineCore:
         self.n_decode = 0
         self.by_id: dict[str, Request] = {}
         self.stats: collections.deque[IterationStats] = collections.deque(maxlen=4096)
+        self.flow = FlowMeter()  # recent departures and iteration times, for the door
         # how well draft path probabilities f(v) predict what the target accepts
         self.calibration = Calibration()
         # called with each decoding iteration's stats, on the thread that runs step()
@@ -96,11 +102,12 @@ class EngineCore:
     # ---- requests in and out -------------------------------------------------------------
 
     def add(self, request_id: str, prompt_ids: list[int], params: SamplingParams,
-            slo: SLO | None = None) -> Request:
-        """Queue a request; ValueError for input the engine cannot serve, QueueFull."""
+            slo: SLO | None = None, refuse: bool = True) -> Request:
+        """Queue a request; ValueError for input the engine cannot serve, QueueFull.
+        ``refuse`` False: the door's TTFT prediction was made already (``Engine.submit``)."""
         if request_id in self.by_id:
             raise ValueError(f"request id {request_id!r} is already in use")
-        self.check(prompt_ids, params, len(self.waiting))
+        self.check(prompt_ids, params, len(self.waiting), refuse)
         # any int seeds (negative or huge ones too): the sampler keys on it as a uint64
         seed = params.seed % (1 << 64) if params.seed is not None else random.getrandbits(63)
         r = Request(request_id, list(prompt_ids), params, slo or self.default_slo, seed,
@@ -109,8 +116,11 @@ class EngineCore:
         self.by_id[request_id] = r
         return r
 
-    def check(self, prompt_ids: list[int], params: SamplingParams, waiting: int) -> None:
-        """Raise ValueError / QueueFull for a request this engine would refuse."""
+    def check(self, prompt_ids: list[int], params: SamplingParams, waiting: int,
+              refuse: bool = True) -> None:
+        """Raise ValueError / QueueFull for a request this engine would refuse; with
+        ``refuse`` and a policy that refuses, QueueFull too for one predicted to miss its
+        TTFT SLO (scheduler/admission.py)."""
         if not isinstance(params, SamplingParams):
             raise ValueError("params must be a SamplingParams")
         if not prompt_ids:
@@ -124,6 +134,16 @@ class EngineCore:
                 f"the context limit of {self.cfg.max_context} tokens")
         if waiting >= self.cfg.max_waiting:
             raise QueueFull(f"{waiting} requests are already waiting")
+        if refuse and self.policy.refuses:
+            queue = list(self.waiting)
+            late = refusal(self.clock(), np.array([r.t_submit for r in queue]),
+                           np.array([r.n_prompt for r in queue], np.int64),
+                           sum(r.n_prompt - 1 - r.target_len for r in self.slots[self.n_decode:]),
+                           self.free_slots, self.policy.admission, len(prompt_ids),
+                           self.cfg.prefill_chunk, self.flow)
+            if late is not None:
+                raise QueueFull(f"its first token is predicted {late:.1f} s past the TTFT SLO "
+                                f"of {DEFAULT_TTFT_SLO_S:g} s", retry_after_s=late)
 
     def fail_all(self, error: str) -> list[Output]:
         """End every request with finish_reason "error" and free all cache (after a failed
@@ -208,6 +228,7 @@ class EngineCore:
         for r in done:
             self._free(r)
         seconds = self.clock() - t0
+        self.flow.iteration(seconds)
         ctx, verified = int(view.context_tokens.sum()), int(res.verified.sum())
         self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds)
         st = IterationStats(seconds, plan.t_spec_s, len(reqs), len(self.waiting), plan.depth,
@@ -265,7 +286,8 @@ class EngineCore:
 
     def _prefill(self) -> int:
         """Prefill a forward of at most prefill_chunk rows (requests x longest chunk, the
-        padded size the matmuls see), oldest request first. The oldest sets the chunk width
+        padded size the matmuls see), oldest request first (with admit=deadline, in
+        ``deadline_order``: the prompts still in time for their TTFT SLO first). The oldest sets the chunk width
         q; later ones join with up to q tokens while the rows fit, so padding stays small
         (cutting a fourth 40-token prompt to 8 tokens padded to 41 made 164 rows for 128
         tokens, and hit a slow MKL shape besides). The last prompt token is left out: it is
@@ -273,7 +295,12 @@ class EngineCore:
         budget = self.cfg.prefill_chunk
         batch: list[tuple[Request, list[int]]] = []
         width = rows = 0
-        for r in self.slots[self.n_decode:]:
+        prefilling = self.slots[self.n_decode:]
+        if self.policy.admission == "deadline" and len(prefilling) > 1:
+            # a prompt already past its TTFT deadline yields the chunk to those in time
+            order = deadline_order(np.array([r.t_submit for r in prefilling]), self.clock())
+            prefilling = [prefilling[i] for i in order]
+        for r in prefilling:
             left = r.n_prompt - 1 - r.target_len
             if left and width and (rows + 1) * width > budget:
                 break
@@ -361,6 +388,8 @@ class EngineCore:
 
     def _finish(self, r: Request, reason: str, added: tuple[int, ...] = (),
                 delta: str = "", error: str | None = None) -> Output:
+        if r.phase is not Phase.WAITING:  # it held a slot: one more departure
+            self.flow.finished(self.clock())
         r.phase, r.finish_reason = Phase.DONE, reason
         self.by_id.pop(r.id, None)
         self.policy.forget(r.id)

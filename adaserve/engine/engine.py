@@ -202,7 +202,7 @@ class Engine:
             with self._lock:
                 self._pending -= 1
             try:
-                self.core.add(rid, ids, params, slo)
+                self.core.add(rid, ids, params, slo, refuse=False)  # submit's door decided
             except (ValueError, QueueFull) as e:  # raced past submit's check
                 self._deliver(Output(rid, (), "", True, "error", None, str(e)))
         else:

@@ -7,6 +7,7 @@ has passed."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Mapping
 
 from fastapi import Request
@@ -76,9 +77,12 @@ def admit(srv: Server, ids: list[int], params: SamplingParams, slo_class: str, s
     try:
         rid = srv.engine.submit(ids, params, slo=slo, request_id=rid, on_output=deliver)
     except QueueFull as e:
-        srv.metrics.rejected.labels("queue_full").inc()
+        # refused at the door for its TTFT (a policy with refuse on) or a full queue
+        ttft = e.retry_after_s is not None
+        srv.metrics.rejected.labels("ttft" if ttft else "queue_full").inc()
+        retry = math.ceil(e.retry_after_s) if ttft else srv.settings.retry_after_s
         raise APIError(503, f"the server is at capacity ({e}); retry later",
-                       headers={"Retry-After": str(srv.settings.retry_after_s)}) from None
+                       headers={"Retry-After": str(max(1, retry))}) from None
     except ValueError as e:
         srv.metrics.rejected.labels("invalid").inc()
         raise APIError(400, str(e)) from None

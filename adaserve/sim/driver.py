@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from adaserve.engine.config import EngineConfig
-from adaserve.engine.core import EngineCore
+from adaserve.engine.core import EngineCore, QueueFull
 from adaserve.engine.profile_data import Profile
 from adaserve.engine.request import Output
 from adaserve.engine.sampling import SamplingParams
@@ -120,9 +120,14 @@ def _add(core: EngineCore, r: SimRequest, records: dict[str, Record], seed: int)
     # without the real prompt, ids are placeholders: the acceptance model decides what the
     # target says. max_tokens is the client's cap; where the output ends only the
     # simulated model knows (SimExecutor.end_at), and says it with an EOS as a model does.
-    core.add(rid, list(r.prompt_ids) if r.prompt_ids is not None else [0] * r.prompt_tokens,
-             SamplingParams(max_tokens=r.output_tokens, seed=(seed << 32) + r.index),
-             SLO.from_ms(r.slo_ms, r.slo_relative))
+    try:
+        core.add(rid, list(r.prompt_ids) if r.prompt_ids is not None else [0] * r.prompt_tokens,
+                 SamplingParams(max_tokens=r.output_tokens, seed=(seed << 32) + r.index),
+                 SLO.from_ms(r.slo_ms, r.slo_relative))
+    except QueueFull as e:  # 503 at the door, as the server answers it: a miss
+        rec = records[rid]
+        rec.status, rec.finished_s, rec.error = "rejected", r.t, str(e)
+        return
     if r.ends_at is not None:
         core.executor.end_at(rid, r.ends_at)
 

@@ -42,7 +42,8 @@ def run(setup: SimSetup, requests: Sequence[SimRequest], seed: int = 0,
         progress: bool = False, label: str = "") -> SimRun:
     """Simulate ``requests`` under ``setup``; ``progress`` draws finished requests on
     stderr. The simulated server refuses nothing: its context limit is the longest request
-    and its queue holds them all (no 503s and no 400s are modelled)."""
+    and its queue holds them all (no 400s, and a 503 only from a policy that refuses a
+    request predicted to miss its TTFT SLO: option refuse)."""
     if not requests:
         raise ValueError("no requests to simulate")
     longest = max(r.prompt_tokens + r.output_tokens for r in requests)

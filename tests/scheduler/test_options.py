@@ -27,7 +27,8 @@ def test_a_spec_changes_only_the_options_it_names():
     assert policy_options("incremental") == (IncrementalPolicy, None)
 
 
-@pytest.mark.parametrize("spec", ["adaserve", "adaserve:pace=off", "adaserve-authors:pace=0.5"])
+@pytest.mark.parametrize("spec", ["adaserve", "adaserve:pace=off", "adaserve-authors:pace=0.5",
+                                  "adaserve:admit=deadline,refuse=on"])
 def test_text_round_trips(spec):
     name = spec.partition(":")[0]
     opts = policy_options(spec)[1]
@@ -37,6 +38,7 @@ def test_text_round_trips(spec):
 @pytest.mark.parametrize("spec, words", [
     ("adaserve:pace=1.5", "pace"), ("adaserve:pace=fast", "pace"), ("adaserve:pace", "key=value"),
     ("adaserve:depth=deep", "depth"), ("adaserve:triage=maybe", "on or off"),
+    ("adaserve:refuse=503", "on or off"),
     ("adaserve:speed=2", "unknown option 'speed'"), ("incremental:pace=0.7", "takes no options"),
     ("adaserve-paced", "unknown policy"),
 ])
@@ -51,6 +53,10 @@ def test_only_what_an_option_turns_on_is_built():
     assert ours.depth is not None and ours.calibration is None
     assert authors.depth is None and authors.calibration is None
     assert make_policy("adaserve-authors:calibrate=on", SchedulerConfig(budget=8)).calibration
+    # refusing is the option's alone: no preset and no baseline refuses
+    assert make_policy("adaserve:refuse=on", SchedulerConfig(budget=8)).refuses
+    assert not ours.refuses and not authors.refuses
+    assert not make_policy("incremental", SchedulerConfig(budget=8)).refuses
 
 
 def test_a_spec_is_a_system_and_runs_with_its_presets_settings():

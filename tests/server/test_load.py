@@ -72,6 +72,44 @@ def test_overload_gets_503_and_admitted_requests_finish(small):
         assert 'adaserve_rejected_requests_total{reason="queue_full"}' in c.get("/metrics").text
 
 
+def test_a_policy_that_refuses_answers_503_for_a_predicted_late_first_token(models):
+    """adaserve:refuse=on, one slot. Two requests in a row teach it how often a slot frees
+    (one 200-token output every few seconds); then four at once: the ones predicted to get
+    their first token past the 5-s TTFT SLO are refused at the door, 503 with Retry-After,
+    and the admitted ones finish."""
+    from live_server import start
+
+    srv, stop = start(models, policy="adaserve:refuse=on", max_batch=1)
+    body = {"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": True}
+
+    async def one(c: httpx.AsyncClient) -> httpx.Response:
+        return await c.post("/v1/completions", json=body)
+
+    async def main():
+        async with httpx.AsyncClient(base_url=srv.url, timeout=300) as c:
+            first = [await one(c), await one(c)]
+            return first, await asyncio.wait_for(asyncio.gather(*(one(c) for _ in range(4))),
+                                                 240)
+
+    try:
+        first, rs = asyncio.run(main())
+        assert [r.status_code for r in first] == [200, 200]
+        codes = [r.status_code for r in rs]
+        assert set(codes) <= {200, 503} and codes.count(503) >= 1 and codes.count(200) >= 1
+        for r in rs:
+            if r.status_code == 503:
+                assert int(r.headers["Retry-After"]) >= 1
+                err = r.json()["error"]
+                assert err["type"] == "server_overloaded" and "TTFT SLO" in err["message"]
+            else:
+                assert r.json()["usage"]["completion_tokens"] == 200
+        with srv.client() as c:
+            assert 'adaserve_rejected_requests_total{reason="ttft"}' in c.get("/metrics").text
+        assert srv.pool_whole()
+    finally:
+        stop()
+
+
 def test_clients_killed_mid_stream_leak_nothing(live):
     rng = random.Random(0)
 
