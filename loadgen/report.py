@@ -94,6 +94,7 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
              f"mix {meta['mix']}, {MIX_DRAWS[meta.get('mix_draw', 'iid')]}; every policy gets "
              "the same prompts, arrival times and classes",
              f"- arrivals: {_arrivals(meta)}",
+             *(f"- note: {n}" for n in meta.get("notes", [])),
              *([f"- simulated (`--backend sim`), no server ran: hardware model "
                 f"`{meta.get('hardware')}`, acceptance model `{meta.get('acceptance')}`"
                 + (f", prompt tokens counted by the {meta['prompt_tokens']}"

@@ -11,6 +11,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``floor`` | ``on``/``off`` | the measured depth never drops below the median tight request's need per step (``depth.need_floor``); no effect at ``depth=eq8`` |
 | ``calibrate`` | ``on``/``off`` | the SLO phase counts each node as the request's accepted/predicted ratio x f(v) |
 | ``admit`` | ``fifo``/``deadline`` | which waiting request the engine admits next: the oldest, or the earliest TTFT deadline still ahead, the late ones deferred (``admission.deadline_order``) |
+| ``budget`` | ``profile``/``goodput`` | verify the profile's B every iteration, or, with the cost-aware planning, the count among B and n x (d + 1) predicted to give the most tokens per second (``budget.goodput_budget``) |
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
 
 A spec is a preset's name, optionally with options after a colon:
@@ -28,6 +29,7 @@ from typing import Literal
 
 DEPTHS = ("eq8", "measured")
 ADMITS = ("fifo", "deadline")
+BUDGETS = ("profile", "goodput")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
 
@@ -43,6 +45,7 @@ class AdaServeOptions:
     calibrate: bool = False
     admit: Literal["fifo", "deadline"] = "fifo"
     refuse: bool = False
+    budget: Literal["profile", "goodput"] = "profile"
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)
@@ -51,6 +54,8 @@ class AdaServeOptions:
             raise ValueError(f"pace must be off or a fraction in (0, 1], got {self.pace!r}")
         if self.depth not in DEPTHS:
             raise ValueError(f"depth must be one of {', '.join(DEPTHS)}, got {self.depth!r}")
+        if self.budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
         if self.admit not in ADMITS:
             raise ValueError(f"admit must be one of {', '.join(ADMITS)}, got {self.admit!r}")
         for name in ("triage", "floor", "calibrate", "refuse"):
@@ -68,7 +73,7 @@ class AdaServeOptions:
                 raise ValueError(f"option {item!r} needs the form key=value")
             if key == "pace":
                 changes[key] = None if value == "off" else _fraction(value)
-            elif key in ("depth", "admit"):
+            elif key in ("depth", "admit", "budget"):
                 changes[key] = value
             elif key in ("triage", "floor", "calibrate", "refuse"):
                 if value not in _ON:
@@ -76,7 +81,7 @@ class AdaServeOptions:
                 changes[key] = _ON[value]
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
-                                 f"depth, floor, calibrate, admit, refuse")
+                                 f"depth, floor, calibrate, admit, refuse, budget")
         return dataclasses.replace(self, **changes)
 
     def text(self) -> str:
@@ -85,7 +90,7 @@ class AdaServeOptions:
         pace = "off" if self.pace is None else f"{self.pace:g}"
         return (f"pace={pace},triage={on[self.triage]},depth={self.depth},"
                 f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}"
-                f",refuse={on[self.refuse]}")
+                f",refuse={on[self.refuse]},budget={self.budget}")
 
 
 def _fraction(value: str) -> float:
@@ -96,9 +101,12 @@ def _fraction(value: str) -> float:
 
 
 # The presets. ``adaserve``: every option that the development set showed to help
-# (docs/scheduler.md "One AdaServe" has the ablation); ``adaserve-authors``: none of them.
+# (docs/scheduler.md "One AdaServe" has the ablation; budget=goodput acts only where the
+# planning is cost-aware, the served engine, and was chosen on the CPU sweep's iteration
+# logs: results/rate-default); ``adaserve-authors``: none of them.
 PRESETS: dict[str, AdaServeOptions] = {
-    "adaserve": AdaServeOptions(pace=0.7, triage=True, depth="measured", floor=True),
+    "adaserve": AdaServeOptions(pace=0.7, triage=True, depth="measured", floor=True,
+                                budget="goodput"),
     "adaserve-authors": AdaServeOptions(),
 }
 

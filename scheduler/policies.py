@@ -19,6 +19,7 @@ import numpy as np
 from adaserve.scheduler.acceptance import (AcceptanceTracker, RequestCalibration,
                                            expected_chain_tokens)
 from adaserve.scheduler.authors import in_slo_phase, slo_need, slo_token_cap, tree_shape
+from adaserve.scheduler.budget import goodput_budget
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.depth import MeasuredDepth, need_floor
@@ -125,29 +126,50 @@ class _BudgetedPolicy(Policy):
     def may_draft(self) -> bool:
         return self.config.budget > 1  # B = 1: one root fills it whatever the batch
 
+    # whether this policy may verify more than B where predicted goodput says so (an
+    # AdaServe option, budget=goodput); the baselines keep the configured B
+    adapts_budget: bool = False
+
     def plan(self, batch: BatchView) -> SpecPlan:
-        n, budget = batch.n, self.config.budget
+        n = batch.n
         if n == 0:
             return _IDLE
+        budget = self._iteration_budget(batch)
         if n >= budget:  # the roots alone fill the budget: drafting would be thrown away
             shape = _IDLE
         else:
-            d, w = self._shape(n)
-            depth = self._worthwhile_depth(batch, d, w)
+            d, w = self._shape(n, budget)
+            depth = self._worthwhile_depth(batch, d, w, budget)
             shape = SpecPlan(depth=depth, width=w) if depth else _IDLE
-        return self._priced(batch, shape, self._verify_tokens(n, shape))
+        return replace(self._priced(batch, shape, self._verify_tokens(n, shape, budget)),
+                       budget=budget)
 
-    def _shape(self, n: int) -> tuple[int, int]:
+    def _iteration_budget(self, batch: BatchView) -> int:
+        """B, or with ``adapts_budget`` and the cost-aware planning (a latency model that
+        prices draft steps, cost_aware_depth on) the verify count with the most predicted
+        tokens per second (budget.goodput_budget)."""
+        c = self.config
+        if not (self.adapts_budget and c.cost_aware_depth and _prices_drafting(self.latency)):
+            return c.budget
+        chain = lambda d: SpecPlan(depth=d, width=1) if d else _IDLE  # noqa: E731
+        return goodput_budget(batch.n, self.acceptance.alphas(batch.request_ids), c.budget,
+                              c.max_depth,
+                              lambda d, b: self.predict_latency(batch, chain(d), b))
+
+    def _shape(self, n: int, budget: int) -> tuple[int, int]:
         """Depth and width for n requests: the EuroSys Eq. 8-9 the authors run
         (authors.tree_shape)."""
         c = self.config
-        return tree_shape(n, c.budget, c.spec_budget, c.min_depth, c.max_depth, c.max_width,
+        return tree_shape(n, budget, c.spec_budget, c.min_depth, c.max_depth, c.max_width,
                           c.rules)
 
-    def _verify_tokens(self, n: int, shape: SpecPlan) -> int:
-        return min(max(n, self.config.budget), shape.candidate_nodes(n))
+    def _verify_tokens(self, n: int, shape: SpecPlan, budget: int) -> int:
+        return min(max(n, budget), shape.candidate_nodes(n))
 
-    def _worthwhile_depth(self, batch: BatchView, depth: int, width: int) -> int:
+    def _budget_of(self, plan: SpecPlan) -> int:
+        return plan.budget or self.config.budget
+
+    def _worthwhile_depth(self, batch: BatchView, depth: int, width: int, budget: int) -> int:
         """Eq. 8's depth, cut short where deeper drafting is predicted to lower goodput.
 
         Eq. 8 takes the draft as free next to the target (a 160M draft beside a 7B target on
@@ -169,7 +191,8 @@ class _BudgetedPolicy(Policy):
         for d in range(0, depth + 1):
             shape = SpecPlan(depth=d, width=width) if d else _IDLE
             tokens = float(np.sum(expected_chain_tokens(alphas, d)))
-            seconds = self.predict_latency(batch, shape, self._verify_tokens(batch.n, shape))
+            seconds = self.predict_latency(batch, shape,
+                                           self._verify_tokens(batch.n, shape, budget))
             rate = tokens / seconds if seconds > 0 else tokens
             if rate > best:  # strict: ties keep the shallower tree
                 best_d, best = d, rate
@@ -230,6 +253,7 @@ class AdaServePolicy(_BudgetedPolicy):
                  options: AdaServeOptions = PRESETS["adaserve"]) -> None:
         super().__init__(config, latency, acceptance)
         self.options = options
+        self.adapts_budget = options.budget == "goodput"
         self.depth = MeasuredDepth() if options.depth == "measured" else None
         self.calibration = RequestCalibration() if options.calibrate else None
         # (selection, request ids, depth, tight [n] bool, predicted seconds) of iterations
@@ -250,8 +274,9 @@ class AdaServePolicy(_BudgetedPolicy):
             return base
         # every depth up to Eq. 8's, priced once: the floor reads their latencies and the
         # chosen one is returned as it is (the last is base's own shape)
-        priced = [self._priced(batch, s, self._verify_tokens(batch.n, s))
-                  for s in (SpecPlan(depth=k, width=base.width) for k in range(1, base.depth))]
+        priced = [self._priced(batch, s, self._verify_tokens(batch.n, s, base.budget))
+                  for s in (SpecPlan(depth=k, width=base.width, budget=base.budget)
+                            for k in range(1, base.depth))]
         priced.append(base)
         floor = (need_floor(batch.tpot_slo_s, [p.t_spec_s for p in priced],
                             self.config.rules.correction) if self.options.floor else 1)
@@ -260,13 +285,14 @@ class AdaServePolicy(_BudgetedPolicy):
     def _select(self, batch, plan, candidates):
         rules, opts = self.config.rules, self.options
         need = slo_need(batch, plan.t_spec_s, plan.depth, rules)  # [n]
-        n_max = slo_token_cap(self.config.budget, batch.n, rules) + 1  # the root counts
+        budget = self._budget_of(plan)
+        n_max = slo_token_cap(budget, batch.n, rules) + 1  # the root counts
         served = in_slo_phase(batch, rules) & (need > 1.0 + SLO_EPS)  # [n]
         if opts.triage and batch.max_tokens_left is not None:
             a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]
             served &= ~unreachable(batch, a_max, plan.t_spec_s)
         worth = None if self.calibration is None else self.calibration.ratios(batch.request_ids)
-        sel = select_slo_customized(candidates, self.config.budget, need,
+        sel = select_slo_customized(candidates, budget, need,
                                     np.where(served, need, 1.0), n_max,
                                     worth=worth, ascending=rules.ascending)
         if opts.pace is not None:
@@ -320,13 +346,13 @@ class AdaServeTextPolicy(_BudgetedPolicy):
     name = "adaserve-text"
     summary = "Algorithm 2 as seed 002's text states it (Eq. 8-9, most-behind first)"
 
-    def _shape(self, n):
+    def _shape(self, n, budget):
         c = self.config
-        return depth_width(n, c.budget, c.max_depth, c.max_width)
+        return depth_width(n, budget, c.max_depth, c.max_width)
 
     def _select(self, batch, plan, candidates):
         requirement = batch.requirements(plan.t_spec_s)
-        return select_slo_customized(candidates, self.config.budget, requirement,
+        return select_slo_customized(candidates, self._budget_of(plan), requirement,
                                      capped_requirement(requirement, plan.depth),
                                      self.config.slo_cap(batch.n))
 
@@ -352,7 +378,7 @@ class GlobalGreedyPolicy(_BudgetedPolicy):
     summary = "highest path probability across all requests, no SLO step (EAGLE-2/TETRIS)"
 
     def _select(self, batch, plan, candidates):
-        return select_global_greedy(candidates, self.config.budget)
+        return select_global_greedy(candidates, self._budget_of(plan))
 
 
 class EqualGreedyPolicy(_BudgetedPolicy):
@@ -360,7 +386,7 @@ class EqualGreedyPolicy(_BudgetedPolicy):
     summary = "budget split evenly over requests, greedy within each tree"
 
     def _select(self, batch, plan, candidates):
-        return select_equal_share(candidates, self.config.budget)
+        return select_equal_share(candidates, self._budget_of(plan))
 
 
 class SpecInferPolicy(Policy):
@@ -481,7 +507,8 @@ POLICIES: dict[str, type[Policy]] = {
 
 SUMMARIES: dict[str, str] = {
     **{name: cls.summary for name, cls in POLICIES.items()},
-    "adaserve": "AdaServe, the best configuration: paced 0.7, triage, measured depth over a need floor",
+    "adaserve": ("AdaServe, the best configuration: paced 0.7, triage, measured depth over a "
+                 "need floor, a goodput budget where planning is cost-aware"),
     "adaserve-authors": "AdaServe as its authors' code runs it (FlexFlow Serve): every option off",
 }
 

@@ -27,6 +27,7 @@ class SpecPlan:
     width: int  # beam width w: children kept per request at each step after the first
     expansion: tuple[int, ...] | None = None  # fixed children per node per layer (SpecInfer)
     t_spec_s: float = 0.0  # predicted latency of this iteration (draft + verify)
+    budget: int = 0  # tokens this iteration may verify; 0: the policy's configured B
 
     def __post_init__(self) -> None:
         if self.depth < 0 or self.width < 0:
@@ -35,6 +36,8 @@ class SpecPlan:
             raise ValueError("a plan that speculates needs width >= 1")
         if self.expansion is not None and len(self.expansion) != self.depth:
             raise ValueError("expansion needs one entry per draft step")
+        if self.budget < 0:
+            raise ValueError("budget must be >= 0")
 
     @property
     def speculates(self) -> bool:

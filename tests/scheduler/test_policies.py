@@ -260,3 +260,26 @@ def test_where_drafting_cannot_pay_the_plan_drafts_nothing_but_probes():
     assert idle.t_spec_s == pytest.approx(0.06 + 3e-3 * 1)  # the roots alone, no draft step
     # the same draft agreeing often pays for a deep tree again
     assert _priced_policy(draft_step=0.03, alpha=0.95).plan(batch).depth > 1
+
+
+def _goodput_policy(spec, alpha=0.7):
+    """B = 4 on the dev CPU's shape of costs: a 50-ms forward + 2 ms a verified token, a
+    3.5-ms draft step (scheduler/budget.py)."""
+    target = LatencyModel(alpha=0.0, gamma=2e-3, delta=0.05)
+    draft = LatencyModel(alpha=0.0, gamma=0.0, delta=3.5e-3)
+    tracker = AcceptanceTracker(prior_alpha=alpha, prior_weight=1e9)
+    return make_policy(spec, SchedulerConfig(budget=4), IterationLatency(target, draft), tracker)
+
+
+def test_with_the_option_adaserve_drafts_past_b_and_selects_within_its_budget():
+    batch = _batch(6, tpot_ms=30.0)
+    fixed = _goodput_policy("adaserve:budget=profile")  # B = 4 < 6 requests: roots fill it
+    assert not fixed.plan(batch).speculates
+    ours = _goodput_policy("adaserve:budget=goodput")
+    plan = ours.plan(batch)
+    assert plan.speculates and plan.budget > 6
+    sel = ours.select(batch, plan, _beam_candidates(6, plan))
+    assert 6 < sel.tokens <= plan.budget
+    # the baselines keep the configured B
+    gg = _goodput_policy("global-greedy")
+    assert not gg.plan(batch).speculates

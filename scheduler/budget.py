@@ -1,0 +1,37 @@
+"""The verify budget of one iteration, chosen by predicted goodput (option budget=goodput).
+
+AdaServe's B is a hardware constant: the most tokens the target verifies at about the
+cost of one (seed 002 §5; the profile's 1.15x rule). On a GPU that knee sits at hundreds
+of tokens, so a fixed B seldom binds. Where the forward grows from the first extra token
+(this CPU: 8 tokens cost 1.22x one, so B = 4), a fixed B stops all drafting once B
+requests run, although a chain per request still adds more tokens than it costs time
+(turbospec drafts there and attains more). ``goodput_budget`` instead takes, each
+iteration, the verify count among B and n x (d + 1), d = 1..D, that the latency model
+predicts to give the most tokens per second, TurboSpec's rule (seed 000 Listing 2) applied
+to the whole batch; AdaServe's two phases then spend it SLO first as ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from adaserve.scheduler.acceptance import expected_chain_tokens
+
+
+def goodput_budget(n: int, alphas: np.ndarray, budget: int, max_depth: int,
+                   seconds: Callable[[int, int], float]) -> int:
+    """The verify budget for n requests with per-request acceptance ``alphas`` [n]: B, or
+    the n x (d + 1) tokens of a d-deep chain per request, d <= ``max_depth``, whichever
+    ``seconds(d, tokens)`` (the predicted iteration latency of d draft steps and that many
+    verified tokens) gives the most expected tokens per second; never below B, which by
+    the profile's rule costs about what the roots alone cost."""
+    best_b, best = budget, -1.0
+    for d in range(0, max_depth + 1):
+        b = n * (d + 1)
+        t = seconds(d, b)
+        rate = float(np.sum(expected_chain_tokens(alphas, d))) / t if t > 0 else 0.0
+        if rate > best:  # strict: ties keep the smaller budget
+            best_b, best = b, rate
+    return max(budget, best_b)
