@@ -16,10 +16,24 @@ router = APIRouter()
 STATIC = Path(__file__).parent / "static"
 
 
+def _model(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "adaserve"}
+
+
 @router.get("/v1/models")
 async def models(srv: ServerDep) -> dict:
-    return {"object": "list", "data": [{"id": srv.settings.model_name, "object": "model",
-                                        "created": 0, "owned_by": "adaserve"}]}
+    return {"object": "list", "data": [_model(srv.settings.model_name)]}
+
+
+@router.get("/v1/models/{model_id:path}")
+async def model(model_id: str, srv: ServerDep) -> Response:
+    """One model (the OpenAI client's ``models.retrieve``); 404 in OpenAI's error shape for
+    a model that is not served here. Ids may hold slashes (org/name), hence ``:path``."""
+    if model_id != srv.settings.model_name:
+        return errors.error_response(404, f"model {model_id!r} is not served here; GET "
+                                     f"/v1/models lists {srv.settings.model_name!r}",
+                                     "model", code="model_not_found")
+    return JSONResponse(_model(model_id))
 
 
 @router.get("/health")

@@ -31,6 +31,20 @@ def test_information_endpoints(live):
         assert {"tpot_ms", "class"} <= set(slo)
 
 
+def test_the_openai_client_lists_and_retrieves_the_model(live):
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+    assert [m.id for m in client.models.list()] == ["smollm2-135m"]
+    model = client.models.retrieve("smollm2-135m")
+    assert (model.id, model.object, model.owned_by) == ("smollm2-135m", "model", "adaserve")
+    # a model not served here: 404 in OpenAI's shape, which the client raises as NotFound
+    with pytest.raises(openai.NotFoundError) as e:
+        client.models.retrieve("gpt-4o")
+    assert e.value.body["code"] == "model_not_found" and "gpt-4o" in e.value.body["message"]
+    with live.client() as c:
+        assert c.get("/v1/models/org/name").json()["error"]["param"] == "model"
+
+
 def test_chat_completion_reports_slo_and_matches_the_engine(live):
     with live.client() as c:
         r = c.post("/v1/chat/completions", json=CHAT, headers={"X-SLO-Class": "urgent"})

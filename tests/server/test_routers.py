@@ -32,8 +32,9 @@ def _paths(router) -> set[str]:
 def test_each_surface_has_its_own_routes():
     assert _paths(routes_openai.router) == {"/v1/chat/completions", "/v1/completions"}
     assert _paths(routes_generate.router) == {"/generate"}
-    assert _paths(routes_ops.router) == {"/v1/models", "/health", "/server_info", "/metrics",
-                                         "/dashboard", "/dashboard/data"}
+    assert _paths(routes_ops.router) == {"/v1/models", "/v1/models/{model_id:path}", "/health",
+                                         "/server_info", "/metrics", "/dashboard",
+                                         "/dashboard/data"}
 
 
 def test_operations_router_alone(live):
