@@ -232,7 +232,12 @@ def _generate(args: argparse.Namespace) -> int:
     policy = args.policy or ("adaserve" if names_a_draft(args.model, args.draft) else "incremental")
     cfg = EngineConfig(model=args.model, draft=args.draft, policy=policy, device=args.device)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
-    with Engine(cfg) as eng:
+    try:
+        eng = Engine(cfg)
+    except ValueError as e:  # a policy that cannot run here (turbospec without a profile)
+        print(f"adaserve generate: error: {e}", file=sys.stderr)
+        return 2
+    with eng:
         ids = [eng.submit(messages=[{"role": "user", "content": p}], params=params)
                if args.chat else eng.submit(p, params) for p in args.prompts]
         for rid in ids:

@@ -425,7 +425,10 @@ class TurboSpecPolicy(Policy):
     def __init__(self, config, latency=None, acceptance=None):
         # a shape-blind predictor (no profile behind it) cannot rank chain lengths
         if latency is None or isinstance(latency, CalibratedLatency) and latency.base is None:
-            raise ValueError("turbospec needs a latency model (profile the target first)")
+            raise ValueError("turbospec plans with the profile's latency models and none is "
+                             "saved for this model pair: run `adaserve profile` once (a few "
+                             "minutes), or serve it with `adaserve serve`, which measures a "
+                             "quick profile at start")
         super().__init__(config, latency, acceptance)
 
     def goodput(self, batch: BatchView) -> np.ndarray:

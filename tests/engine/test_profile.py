@@ -66,3 +66,32 @@ def test_a_profile_from_before_the_budget_rule_keeps_its_latency_but_not_its_bud
     with Engine(EngineConfig(profile=path)) as eng:
         assert eng.core.policy.config.budget == DEFAULT_BUDGET
         assert eng.core.latency.base.target == prof.target
+
+
+def test_turbospec_without_a_saved_profile_says_which_command_makes_one(tmp_path, smollm):
+    """A cache holding the converted models and no profile: `adaserve generate --policy
+    turbospec` answers in one line naming `adaserve profile`, not with a traceback, and
+    the policies that need no profile still run there."""
+    import os
+
+    from adaserve.engine.weights import CACHE_ENV, cache_root
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for sub in ("models", "kernels"):  # what the session converted and built; no profiles/
+        if (cache_root() / sub).is_dir():
+            (cache / sub).symlink_to(cache_root() / sub)
+    env = {**os.environ, CACHE_ENV: str(cache)}
+
+    def generate(policy):
+        return subprocess.run([sys.executable, "-m", "adaserve.cli", "generate", "--policy",
+                               policy, "--max-tokens", "4", "Hello"],
+                              capture_output=True, text=True, timeout=600, env=env)
+
+    run = generate("turbospec")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if ln.startswith("adaserve generate: error:")]
+    assert len(lines) == 1 and "`adaserve profile`" in lines[0]
+    assert not (cache / "profiles").exists()
+    ok = generate("incremental")
+    assert ok.returncode == 0, ok.stderr[-2000:]
