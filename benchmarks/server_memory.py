@@ -38,13 +38,14 @@ async def _load(url: str, n: int, new: int) -> tuple[float, int, int]:
     async with httpx.AsyncClient(base_url=url, timeout=600) as c:
         async def one(i: int) -> int:
             body = {"prompt": f"Write a long essay, part {i}:", "max_tokens": new,
-                    "ignore_eos": True, "stream": True, "temperature": 0}
+                    "ignore_eos": True, "stream": True, "temperature": 0,
+                    "stream_options": {"include_usage": True}}
             final = None
             async with c.stream("POST", "/v1/completions", json=body) as r:
                 async for line in r.aiter_lines():
                     if line.startswith("data: {"):
                         ev = json.loads(line[6:])
-                        if ev["choices"][0]["finish_reason"]:
+                        if not ev["choices"]:  # the usage chunk (include_usage)
                             final = ev
             return final["usage"]["completion_tokens"]
 

@@ -1,5 +1,7 @@
 """The OpenAI-compatible routes: /v1/chat/completions and /v1/completions, whole answers or
-SSE chunks (``stream: true``); both carry the SLO report (the final chunk when streaming)."""
+SSE chunks (``stream: true``); both carry the SLO report (when streaming, the chunk with the
+finish_reason and, with ``stream_options.include_usage``, the usage chunk after it, as
+OpenAI streams usage: only when asked)."""
 
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request,
                     "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
         return sse.response(_stream(job, request, chunk, first={"role": "assistant"},
-                                    delta=lambda t: {"content": t}))
+                                    delta=lambda t: {"content": t},
+                                    usage=_include_usage(body)))
     text, last = await job.collect(request)
     return JSONResponse({
         "id": rid, "object": "chat.completion", "created": created, "model": model,
@@ -69,7 +72,8 @@ async def completions(body: CompletionRequest, request: Request, srv: ServerDep)
                     "choices": [{"index": 0, "text": delta.get("text", ""),
                                  "finish_reason": finish}]}
         return sse.response(_stream(job, request, chunk, first={"text": echo} if echo else None,
-                                    delta=lambda t: {"text": t}))
+                                    delta=lambda t: {"text": t},
+                                    usage=_include_usage(body)))
     text, last = await job.collect(request)
     return JSONResponse({
         "id": rid, "object": "text_completion", "created": created, "model": model,
@@ -77,26 +81,37 @@ async def completions(body: CompletionRequest, request: Request, srv: ServerDep)
         "usage": job.usage(last.stats), **job.finished(last)})
 
 
+def _include_usage(body) -> bool:
+    return body.stream_options is not None and body.stream_options.include_usage
+
+
 async def _stream(job: Job, request: Request, chunk: Chunk, first: dict | None,
-                  delta: Callable[[str], dict]) -> AsyncIterator[str]:
-    """An optional first chunk, one chunk per output with text, then the final chunk with
-    finish_reason, usage and the SLO report, then [DONE]."""
+                  delta: Callable[[str], dict], usage: bool) -> AsyncIterator[str]:
+    """An optional first chunk, one chunk per output with text, then the chunk with the
+    finish_reason and the SLO report, then [DONE]. With ``usage`` (stream_options.
+    include_usage), as OpenAI does: every chunk has ``"usage": null`` and one more chunk,
+    with no choices, carries the usage, and the SLO report again, so the stream still ends
+    with it."""
+    def event(c: dict) -> str:
+        return sse.event({**c, "usage": None} if usage else c)
+
     with job.aborted_unless_done():
         if first is not None:
-            yield sse.event(chunk(first, None))
+            yield event(chunk(first, None))
         while True:
             out = await job.next_output(request)
             if out is None:
                 return
             if out.text:
-                yield sse.event(chunk(delta(out.text), None))
+                yield event(chunk(delta(out.text), None))
             if out.finished:
                 if out.finish_reason == "error":
                     yield sse.event(errors.error_body(500, f"generation failed: {out.error}"))
                 else:
-                    final = chunk(delta(""), out.finish_reason)
-                    final["usage"] = job.usage(out.stats)
-                    final.update(job.finished(out))
-                    yield sse.event(final)
+                    report = job.finished(out)
+                    yield event({**chunk(delta(""), out.finish_reason), **report})
+                    if usage:
+                        yield sse.event({**chunk({}, None), "choices": [],
+                                         "usage": job.usage(out.stats), **report})
                 yield sse.DONE
                 return

@@ -82,7 +82,34 @@ def test_chat_stream_ends_with_report_and_done(live):
     with live.client() as c:
         whole = c.post("/v1/chat/completions", json=CHAT).json()
     assert text == whole["choices"][0]["message"]["content"]
-    assert final["usage"]["completion_tokens"] == whole["usage"]["completion_tokens"]
+    # usage only when stream_options.include_usage asks for it, as OpenAI streams it
+    assert all("usage" not in ch for ch in chunks)
+    with live.client() as c:
+        ev = stream(c, "/v1/chat/completions",
+                    {**CHAT, "stream": True, "stream_options": {"include_usage": True}},
+                    {"X-SLO-TPOT-MS": "250"})
+    *body, last = ev[:-1]
+    assert all(ch["usage"] is None for ch in body) and last["choices"] == []
+    assert last["usage"]["completion_tokens"] == whole["usage"]["completion_tokens"]
+    assert all(last[k] == body[-1][k] for k in REPORT)  # the report ends the stream too
+
+
+def test_the_openai_client_reads_the_streamed_slo_report_and_usage(live):
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+    for include in (False, True):
+        kw = {"stream_options": {"include_usage": True}} if include else {}
+        chunks = list(client.chat.completions.create(
+            model="smollm2-135m", messages=CHAT["messages"], max_tokens=8, temperature=0,
+            stream=True, extra_headers={"X-SLO-Class": "urgent"}, **kw))
+        last = chunks[-1].model_dump()
+        assert last["slo_class"] == "urgent" and isinstance(last["slo_attained"], bool)
+        assert all(k in last for k in REPORT)
+        assert (chunks[-1].usage is not None) == include
+        if include:
+            assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens >= 1
+        else:
+            assert chunks[-1].choices[0].finish_reason in ("stop", "length")
 
 
 def test_text_completion_and_generate(live):

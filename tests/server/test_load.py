@@ -14,7 +14,8 @@ CLASSES = ["urgent", "moderate", "relaxed", "best-effort"]
 
 async def _stream_one(client: httpx.AsyncClient, i: int) -> dict:
     body = {"messages": [{"role": "user", "content": f"Count from {i} to {i + 5}."}],
-            "max_tokens": 6, "stream": True, "temperature": 0.7, "seed": i}
+            "max_tokens": 6, "stream": True, "temperature": 0.7, "seed": i,
+            "stream_options": {"include_usage": True}}
     final = None
     async with client.stream("POST", "/v1/chat/completions", json=body,
                              headers={"X-SLO-Class": CLASSES[i % len(CLASSES)]}) as r:
@@ -26,7 +27,7 @@ async def _stream_one(client: httpx.AsyncClient, i: int) -> dict:
             elif line.startswith("data: "):
                 ev = json.loads(line[6:])
                 assert "error" not in ev, ev
-                if ev["choices"][0]["finish_reason"] is not None:
+                if not ev["choices"]:  # the usage chunk, after the finish_reason, ends it
                     final = ev
         assert done and final is not None
     return final
