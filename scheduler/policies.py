@@ -124,11 +124,17 @@ class _BudgetedPolicy(Policy):
 
     @property
     def may_draft(self) -> bool:
-        return self.config.budget > 1  # B = 1: one root fills it whatever the batch
+        # B = 1: one root fills it whatever the batch, unless the budget adapts past B
+        return self.config.budget > 1 or self._budget_adapts
 
     # whether this policy may verify more than B where predicted goodput says so (an
     # AdaServe option, budget=goodput); the baselines keep the configured B
     adapts_budget: bool = False
+
+    @property
+    def _budget_adapts(self) -> bool:
+        c = self.config
+        return self.adapts_budget and c.cost_aware_depth and _prices_drafting(self.latency)
 
     def plan(self, batch: BatchView) -> SpecPlan:
         n = batch.n
@@ -149,7 +155,7 @@ class _BudgetedPolicy(Policy):
         prices draft steps, cost_aware_depth on) the verify count with the most predicted
         tokens per second (budget.goodput_budget)."""
         c = self.config
-        if not (self.adapts_budget and c.cost_aware_depth and _prices_drafting(self.latency)):
+        if not self._budget_adapts:
             return c.budget
         chain = lambda d: SpecPlan(depth=d, width=1) if d else _IDLE  # noqa: E731
         return goodput_budget(batch.n, self.acceptance.alphas(batch.request_ids), c.budget,

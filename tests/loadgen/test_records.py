@@ -77,11 +77,17 @@ def test_the_authors_test_counts_n_tokens_over_completed_requests_only():
     assert rec(0, "urgent", 50.0, 1.0, 1.25, 2.31, 21).attained_paper is False
     # the finish, not the last token, ends the decode (an EOS step after the last token)
     assert rec(0, "urgent", 50.0, 1.0, 1.25, 2.30, 21, fin=2.4).attained_paper is False
-    # a refused or failed request is not completed: left out of the authors' denominator
-    assert rec(0, "urgent", 50.0, 0, None, None, 0, status="rejected").attained_paper is None
-    rows = summarize([r, rec(1, "urgent", 50.0, 0, None, None, 0, status="rejected", fin=0.0),
+    # a failed request is not completed: left out of the authors' denominator; one refused
+    # at the door is a miss in it (FlexFlow refuses none, and a policy that refuses must
+    # not shrink the denominator by refusing)
+    assert rec(0, "urgent", 50.0, 0, None, None, 0, status="error").attained_paper is None
+    assert rec(0, "urgent", 50.0, 0, None, None, 0, status="rejected").attained_paper is False
+    rows = summarize([r, rec(1, "urgent", 50.0, 0, None, None, 0, status="error", fin=0.0),
                       rec(2, "urgent", 50.0, 0, 0.1, 2.1, 11)], ttft_slo_ms={"urgent": 5000.0})
     u = rows[0]
     assert u.attainment_paper == pytest.approx(1 / 2)  # 1 of the 2 completed
+    refused = summarize([r, rec(1, "urgent", 50.0, 0, None, None, 0, status="rejected",
+                                fin=0.0)], ttft_slo_ms={"urgent": 5000.0})[0]
+    assert refused.attainment_paper == pytest.approx(1 / 2)  # the refusal counts, a miss
     assert u.attainment == pytest.approx(0 / 3) and u.ttft_slo_ms == 5000.0
     assert u.goodput_paper_tok_s > u.goodput_tok_s == 0.0

@@ -283,3 +283,19 @@ def test_with_the_option_adaserve_drafts_past_b_and_selects_within_its_budget():
     # the baselines keep the configured B
     gg = _goodput_policy("global-greedy")
     assert not gg.plan(batch).speculates
+
+
+def test_a_budget_that_adapts_keeps_the_draft_live_at_b_1():
+    """B = 1 leaves the draft idle (no prefill, no KV) for a policy that can never ask for
+    it; with budget=goodput it can, so the engine must keep it (a fresh machine whose
+    profile gave B = 1 crashed on the first drafted iteration)."""
+    target = LatencyModel(alpha=0.0, gamma=2e-3, delta=0.05)
+    draft = LatencyModel(alpha=0.0, gamma=0.0, delta=3.5e-3)
+    priced = IterationLatency(target, draft)
+    assert not make_policy("adaserve:budget=profile", SchedulerConfig(budget=1), priced).may_draft
+    assert make_policy("adaserve", SchedulerConfig(budget=1), priced).may_draft
+    # without a priced draft (or cost-aware planning off) the budget cannot adapt
+    assert not make_policy("adaserve", SchedulerConfig(budget=1)).may_draft
+    assert not make_policy("adaserve", SchedulerConfig(budget=1, cost_aware_depth=False),
+                           priced).may_draft
+    assert not make_policy("global-greedy", SchedulerConfig(budget=1), priced).may_draft
