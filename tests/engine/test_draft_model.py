@@ -64,6 +64,7 @@ def test_held_out_greedy_agreement_stays_above_the_floor(distilled):
     assert _agreement(distilled) >= AGREEMENT_FLOOR
 
 
+@pytest.mark.slow
 def test_speculating_with_the_distilled_draft_is_lossless(distilled, smollm):
     params = SamplingParams(max_tokens=24)
     with Engine(EngineConfig(), models=smollm) as inc:
@@ -84,6 +85,7 @@ def _save_hf_draft(path, vocab: int):
     LlamaForCausalLM(cfg).save_pretrained(str(path), safe_serialization=True)
 
 
+@pytest.mark.slow
 def test_any_hf_format_draft_with_the_tokenizer_loads(smollm, tmp_path):
     _save_hf_draft(tmp_path / "ok", smollm.target.cfg.vocab)
     smollm.tokenizer.save_pretrained(str(tmp_path / "ok"))

@@ -6,11 +6,14 @@ import math
 import subprocess
 import sys
 
+import pytest
+
 from adaserve.engine import Engine, EngineConfig
 from adaserve.engine.profile_data import Profile
 from adaserve.engine.profiler import KNEE_TOKENS
 
 
+@pytest.mark.slow
 def test_profile_cli_writes_a_profile_the_engine_loads(tmp_path, smollm):
     out = tmp_path / "prof.json"
     run = subprocess.run(
@@ -68,6 +71,7 @@ def test_a_profile_from_before_the_budget_rule_keeps_its_latency_but_not_its_bud
         assert eng.core.latency.base.target == prof.target
 
 
+@pytest.mark.slow
 def test_turbospec_without_a_saved_profile_says_which_command_makes_one(tmp_path, smollm):
     """A cache holding the converted models and no profile: `adaserve generate --policy
     turbospec` answers in one line naming `adaserve profile`, not with a traceback, and

@@ -90,6 +90,7 @@ def _sample(tokenizer, params_kw) -> np.ndarray:
     {"temperature": 1.0},
     {"temperature": 0.8, "top_k": 12, "top_p": 0.9},
 ], ids=["plain", "topk-topp"])
+@pytest.mark.slow
 def test_speculative_sampling_matches_target_distribution(tokenizer, params_kw):
     samples = _sample(tokenizer, params_kw)
     exact = _exact_marginals(hf_tiny(tiny_state(1)), params_kw["temperature"],

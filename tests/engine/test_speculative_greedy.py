@@ -42,6 +42,7 @@ def test_incremental_matches_transformers_greedy(smollm, tokenizer, reference):
     assert reference["r0"][:24] == out.tolist()
 
 
+@pytest.mark.slow
 def test_waiting_for_a_free_slot_changes_nothing(tokenizer, reference):
     """Four KV slots for ten requests: later ones reuse slots freed by compaction."""
     core = make_core("incremental", max_batch=4)

@@ -52,6 +52,7 @@ def test_no_package_says_how_to_install_it(monkeypatch):
         weights.packaged_gguf()
 
 
+@pytest.mark.slow
 def test_the_first_use_says_what_it_converts_and_why(tmp_path, monkeypatch, caplog):
     """An empty cache: resolving the default model converts the packaged GGUF once, and a
     line says what (the file, its package, its size), into where, and why, before the

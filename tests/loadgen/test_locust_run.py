@@ -33,6 +33,7 @@ def server(models):
     stop()
 
 
+@pytest.mark.slow
 def test_headless_run_summarizes_per_class_from_real_streams(server, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", server.url,
@@ -82,6 +83,7 @@ def test_headless_run_summarizes_per_class_from_real_streams(server, tmp_path):
     assert {"stream [urgent]", "stream [moderate]", "stream [relaxed]"} <= names
 
 
+@pytest.mark.slow
 def test_a_paper_trace_sends_its_lengths_and_slos(server, tmp_path):
     """`--arrival paper`: each request with its own TPOT SLO (X-SLO-TPOT-MS; x1.5 is of
     the server's baseline, 100 ms here), a prompt of about input_length tokens as the server

@@ -19,6 +19,7 @@ def fuzz_server(models):
     stop()
 
 
+@pytest.mark.slow
 def test_no_server_error_for_any_generated_request(fuzz_server):
     # schemathesis' own pytest plugin does not load under this pytest; its strategies do
     schema = schemathesis.openapi.from_url(f"{fuzz_server.url}/openapi.json")

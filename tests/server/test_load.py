@@ -8,6 +8,7 @@ import json
 import random
 
 import httpx
+import pytest
 
 CLASSES = ["urgent", "moderate", "relaxed", "best-effort"]
 
@@ -33,6 +34,7 @@ async def _stream_one(client: httpx.AsyncClient, i: int) -> dict:
     return final
 
 
+@pytest.mark.slow
 def test_64_concurrent_streaming_clients_with_mixed_slos(live):
     async def main():
         async with httpx.AsyncClient(base_url=live.url, timeout=300) as c:
@@ -73,11 +75,13 @@ def test_overload_gets_503_and_admitted_requests_finish(small):
         assert 'adaserve_rejected_requests_total{reason="queue_full"}' in c.get("/metrics").text
 
 
+@pytest.mark.slow
 def test_a_policy_that_refuses_answers_503_for_a_predicted_late_first_token(models):
     """adaserve:refuse=on, one slot. Two requests in a row teach it how often a slot frees
-    (one 200-token output every few seconds); then four at once: the ones predicted to get
-    their first token past the 5-s TTFT SLO are refused at the door, 503 with Retry-After,
-    and the admitted ones finish."""
+    (one 200-token output every few seconds); then six at once: the k-th waits behind k
+    departures, so those predicted to get their first token past the 5-s TTFT SLO (k x the
+    gap > 5 s, for some k <= 5 on any CPU that takes over a second for 200 tokens) are
+    refused at the door, 503 with Retry-After, and the admitted ones finish."""
     from live_server import start
 
     srv, stop = start(models, policy="adaserve:refuse=on", max_batch=1)
@@ -89,7 +93,7 @@ def test_a_policy_that_refuses_answers_503_for_a_predicted_late_first_token(mode
     async def main():
         async with httpx.AsyncClient(base_url=srv.url, timeout=300) as c:
             first = [await one(c), await one(c)]
-            return first, await asyncio.wait_for(asyncio.gather(*(one(c) for _ in range(4))),
+            return first, await asyncio.wait_for(asyncio.gather(*(one(c) for _ in range(6))),
                                                  240)
 
     try:

@@ -21,6 +21,7 @@ def fresh_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("fresh-cache")
 
 
+@pytest.mark.slow
 def test_a_fresh_machine_converts_measures_and_answers(fresh_cache, tmp_path, monkeypatch):
     monkeypatch.setenv("ADASERVE_CACHE_DIR", str(fresh_cache))
     assert not any(fresh_cache.iterdir())
@@ -50,6 +51,7 @@ def test_a_fresh_machine_converts_measures_and_answers(fresh_cache, tmp_path, mo
         server.stop()
 
 
+@pytest.mark.slow
 def test_turbospec_starts_without_a_profile(fresh_cache, tmp_path, monkeypatch):
     # turbospec plans with a latency model: without a saved profile it is measured at start
     monkeypatch.setenv("ADASERVE_CACHE_DIR", str(fresh_cache))
@@ -80,6 +82,7 @@ def test_a_port_in_use_is_refused_at_once_in_one_line():
     assert took < 60  # generous for a loaded CI machine; the model load alone takes longer
 
 
+@pytest.mark.slow
 def test_without_a_profile_budget_latency_and_baseline_are_measured_at_start_up(monkeypatch):
     import adaserve.server.main as serve_main
     from adaserve.cli import build_parser

@@ -107,6 +107,7 @@ def test_body_builder_puts_the_text_where_the_field_is():
     assert json.loads(_body(CHAT, ("slo", FUZZ), b"k"))["slo"] == {"k": "x"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ROUTES)
 def test_no_text_in_any_field_gets_a_server_error(live, route):
     failures = []
