@@ -1,6 +1,8 @@
-"""The dashboard in a real headless Chromium against a live server under traffic: the page
-must show data (per-class rows with finished requests and attainment), and its screenshot
-is kept in results/dashboard.png."""
+"""The dashboard in a real headless Chromium (1280 x 1000) against a live server after
+traffic: the page must show data (per-class rows with finished requests and attainment, a
+custom class's SLO), label its axes, keep class colours apart from the engine's series,
+end the load line at the header's values and fit the window; its screenshot is kept in
+results/dashboard.png."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def _chromium() -> str | None:
 def _headless(binary: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu",
                            "--disable-dev-shm-usage", "--hide-scrollbars",
-                           "--window-size=1400,1150", "--virtual-time-budget=6000", *args],
+                           "--window-size=1280,1000", "--virtual-time-budget=6000", *args],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -47,6 +49,10 @@ def test_dashboard_shows_live_data_in_chromium(live):
                                  headers={"X-SLO-Class": cls})
                 assert r.status_code == 200
             await asyncio.gather(*(one(i) for i in range(12)))
+            # a request naming its own TPOT SLO: the custom class
+            r = await c.post("/v1/completions", json={"prompt": "Fact:", "max_tokens": 8},
+                             headers={"X-SLO-TPOT-MS": "250"})
+            assert r.status_code == 200
 
     asyncio.run(traffic())
     url = f"{live.url}/dashboard"
@@ -60,6 +66,22 @@ def test_dashboard_shows_live_data_in_chromium(live):
         assert finished and int(finished.group(1)) >= 4, row.group(1)
         assert re.search(r'class="attainment">\d+(\.\d)?%<', row.group(1)), row.group(1)
     assert "policy adaserve" in html  # the live header line was filled in
+    custom = re.search(r'<tr data-class="custom">(.*?)</tr>', html, re.S)
+    assert custom and 'class="slo">250.0 (per request)<' in custom.group(1), custom
+    canvases = dict(re.findall(r'<canvas id="(\w+)"([^>]*)>', html))
+    attr = lambda cid, name: re.search(rf'data-{name}="([^"]*)"', canvases[cid]).group(1)  # noqa: E731
+    for cid in ("att", "goodput", "load", "budget", "spec"):  # time axes carry values
+        ticks = attr(cid, "xticks").split(",")
+        assert len(ticks) == 5 and all(re.fullmatch(r"-?\d+(\.\d)?", t) for t in ticks), ticks
+    assert attr("tpot", "xticks").split(",")[:3] == ["urgent", "moderate", "relaxed"]
+    legend = set(re.findall(r'<i style="background:(#[0-9a-f]{6})"', html))
+    engine = {c for cid in ("load", "budget", "spec") for c in attr(cid, "colors").split(",")}
+    assert legend and engine and not legend & engine  # no colour means two things
+    # idle now: the header says running 0 and the load line ends there too
+    assert re.search(r"running 0 · waiting 0", html)
+    assert attr("load", "last") == "0,0"
+    bottom = int(re.search(r'<body[^>]*data-bottom="(\d+)"', html).group(1))
+    assert bottom <= 1000, bottom  # every panel inside a 1280 x 1000 window
     RESULTS.mkdir(exist_ok=True)
     shot = RESULTS / "dashboard.png"
     png = _headless(binary, f"--screenshot={shot}", url)
