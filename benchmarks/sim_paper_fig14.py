@@ -32,9 +32,9 @@ TRACE = HERE / "data" / "fig14_fluc_6m_peak4.0.csv"
 OUTPUT_LENGTH = 128  # run_*_fluc.sh at 7b8db61: OUTPUT_LENGTH=${OUTPUT_LENGTH:-128}
 MAX_BATCH = 96  # MAX_REQUESTS_PER_BATCH=96 there (the artifact's last commit made it 64)
 MAX_SEQUENCE = 2048  # exps/test.sh starts FlexFlow with --max-sequence-length 2048
+# (--systems is split on commas, so a spec of one option each)
 SYSTEMS = ("adaserve-authors", "adaserve", "adaserve:admit=deadline", "adaserve:refuse=on",
-           "adaserve:admit=deadline,refuse=on", "sarathi", "vllm", "vllm-spec-4", "vllm-spec-6",
-           "vllm-spec-8")
+           "sarathi", "vllm", "vllm-spec-4", "vllm-spec-6", "vllm-spec-8")
 ADASERVE = ("adaserve-authors",)  # runs as FlexFlow ran it: its flags, its sequence limit
 # the paper's Fig. 14 (../shared/paper-scale/paper_results.md, values printed on the bars)
 PAPER = {"llama": {"adaserve-authors": 83.6, "sarathi": 65.6, "vllm": 52.6, "vllm-spec-4": 51.6,
