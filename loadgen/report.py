@@ -107,58 +107,48 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
              "waited long for its first token is not counted as served; goodput: "
              "output tokens per second of requests that met their TPOT SLO (seed 002 §6). "
              "Raw per-request records: raw/<policy>-<point>-s<seed>/records.jsonl.",
-             "", f"## Overall SLO attainment (TPOT, the paper's reading) against {X_LABEL[exp]}", "",
-             "| " + X_LABEL[exp] + " | " + " | ".join(policies) + " |",
-             "|---" * (len(policies) + 1) + "|"]
-    for p in pts:
-        lines.append(f"| {p} | " + " | ".join(_fmt([v.attainment for v in t[pol][p]], True)
-                                             for pol in policies) + " |")
-    lines += ["", "## Goodput (tokens/s of requests that met their SLO)", "",
-              "| " + X_LABEL[exp] + " | " + " | ".join(policies) + " |",
-              "|---" * (len(policies) + 1) + "|"]
-    for p in pts:
-        lines.append(f"| {p} | " + " | ".join(_fmt([v.goodput for v in t[pol][p]], False)
-                                             for pol in policies) + " |")
+             ""]
+
+    def by_point(title: str, cell) -> None:
+        """A table of a row per point, a column per policy: ``cell(policy, point)``."""
+        lines.extend([f"## {title}", "", "| " + X_LABEL[exp] + " | " + " | ".join(policies)
+                      + " |", "|---" * (len(policies) + 1) + "|"])
+        lines.extend(f"| {p} | " + " | ".join(cell(pol, p) for pol in policies) + " |"
+                     for p in pts)
+        lines.append("")
+
+    def by_class(title: str, cell) -> None:
+        """A table of a row per policy and point, a column per class: ``cell(runs, class)``."""
+        lines.extend([f"## {title}", "", "| policy | " + X_LABEL[exp] + " | "
+                      + " | ".join(classes) + " |", "|---" * (len(classes) + 2) + "|"])
+        lines.extend(f"| {pol} | {p} | " + " | ".join(cell(t[pol][p], c) for c in classes)
+                     + " |" for pol in policies for p in pts)
+        lines.append("")
+
+    by_point(f"Overall SLO attainment (TPOT, the paper's reading) against {X_LABEL[exp]}",
+             lambda pol, p: _fmt([v.attainment for v in t[pol][p]], True))
+    by_point("Goodput (tokens/s of requests that met their SLO)",
+             lambda pol, p: _fmt([v.goodput for v in t[pol][p]], False))
     ttft_slo = runs[0]["summary"].get("ttft_slo_ms") if runs else None
     held = f"TTFT <= {ttft_slo:g} ms" if isinstance(ttft_slo, (int, float)) else "TTFT within its SLO"
-    lines += ["", f"## End-to-end attainment (TPOT within its SLO and {held})", "",
-              "| " + X_LABEL[exp] + " | " + " | ".join(policies) + " |",
-              "|---" * (len(policies) + 1) + "|"]
-    for p in pts:
-        lines.append(f"| {p} | " + " | ".join(_fmt([v.e2e for v in t[pol][p]], True)
-                                             for pol in policies) + " |")
+    by_point(f"End-to-end attainment (TPOT within its SLO and {held})",
+             lambda pol, p: _fmt([v.e2e for v in t[pol][p]], True))
     classes = list(dict.fromkeys(c for r in runs for c in
                                  (row["slo_class"] for row in r["summary"]["rows"])
                                  if c != "overall"))
-    lines += ["", "## Attainment per class (TPOT / end to end)", "",
-              "| policy | " + X_LABEL[exp] + " | " + " | ".join(classes) + " |",
-              "|---" * (len(classes) + 2) + "|"]
-    for pol in policies:
-        for p in pts:
-            lines.append(f"| {pol} | {p} | " + " | ".join(
-                _fmt([v.per_class.get(c) for v in t[pol][p]], True) + " / "
-                + _fmt([(v.e2e_per_class or {}).get(c) for v in t[pol][p]], True)
-                for c in classes) + " |")
-    lines += ["", "## TTFT per class, p50 / p99 ms (mean over runs)", "",
-              "| policy | " + X_LABEL[exp] + " | " + " | ".join(classes) + " |",
-              "|---" * (len(classes) + 2) + "|"]
-    for pol in policies:
-        for p in pts:
-            lines.append(f"| {pol} | {p} | " + " | ".join(
-                _ttft([(v.ttft_ms or {}).get(c) for v in t[pol][p]]) for c in classes) + " |")
-    lines += ["", "## Drain: the sends' span and the time from the last send to the last "
-              "finish, s (mean over runs)", "",
-              "| " + X_LABEL[exp] + " | " + " | ".join(policies) + " |",
-              "|---" * (len(policies) + 1) + "|"]
+    by_class("Attainment per class (TPOT / end to end)",
+             lambda vs, c: _fmt([v.per_class.get(c) for v in vs], True) + " / "
+             + _fmt([(v.e2e_per_class or {}).get(c) for v in vs], True))
+    by_class("TTFT per class, p50 / p99 ms (mean over runs)",
+             lambda vs, c: _ttft([(v.ttft_ms or {}).get(c) for v in vs]))
     spans = defaultdict(list)
     for r in runs:
         d = drain(out / "raw" / r["dir"] / "records.jsonl")
         if d is not None:
             spans[(r["policy"], r["point"])].append(d)
-    for p in pts:
-        lines.append(f"| {p} | " + " | ".join(_drain_cell(spans[(pol, p)])
-                                             for pol in policies) + " |")
-    lines += ["", "## Goals", ""] + goals(exp, t, policies, pts) + [""]
+    by_point("Drain: the sends' span and the time from the last send to the last finish, s "
+             "(mean over runs)", lambda pol, p: _drain_cell(spans[(pol, p)]))
+    lines += ["## Goals", ""] + goals(exp, t, policies, pts) + [""]
     lines += ["## Plots", ""] + [f"![{n}]({n})" for n in plots(out, exp, runs, t, policies, pts)]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
 
