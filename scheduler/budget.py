@@ -20,6 +20,21 @@ import numpy as np
 from adaserve.scheduler.acceptance import expected_chain_tokens
 
 
+def chain_rates(alphas: np.ndarray, max_depth: int,
+                seconds: Callable[[int], float]) -> np.ndarray:
+    """[max_depth + 1] predicted tokens per second with a d-deep chain per request, d = 0..
+    max_depth: sum_{j<=d} alpha^j tokens a request (seed 000 Eq. 4) over ``seconds(d)``, the
+    predicted iteration latency; where that is not positive, the tokens alone (time then
+    costs nothing). One scoring for the chain length (turbospec), the cost-aware depth and
+    the goodput budget; ``np.argmax`` of it keeps the shallower of equal rates."""
+    rates = np.empty(max_depth + 1)
+    for d in range(max_depth + 1):
+        tokens = float(np.sum(expected_chain_tokens(alphas, d)))
+        t = seconds(d)
+        rates[d] = tokens / t if t > 0 else tokens
+    return rates  # [max_depth + 1]
+
+
 def goodput_budget(n: int, alphas: np.ndarray, budget: int, max_depth: int,
                    seconds: Callable[[int, int], float]) -> int:
     """The verify budget for n requests with per-request acceptance ``alphas`` [n]: B, or
@@ -27,11 +42,5 @@ def goodput_budget(n: int, alphas: np.ndarray, budget: int, max_depth: int,
     ``seconds(d, tokens)`` (the predicted iteration latency of d draft steps and that many
     verified tokens) gives the most expected tokens per second; never below B, which by
     the profile's rule costs about what the roots alone cost."""
-    best_b, best = budget, -1.0
-    for d in range(0, max_depth + 1):
-        b = n * (d + 1)
-        t = seconds(d, b)
-        rate = float(np.sum(expected_chain_tokens(alphas, d))) / t if t > 0 else 0.0
-        if rate > best:  # strict: ties keep the smaller budget
-            best_b, best = b, rate
-    return max(budget, best_b)
+    best = int(np.argmax(chain_rates(alphas, max_depth, lambda d: seconds(d, n * (d + 1)))))
+    return max(budget, n * (best + 1))

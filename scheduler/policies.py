@@ -16,10 +16,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from adaserve.scheduler.acceptance import (AcceptanceTracker, RequestCalibration,
-                                           expected_chain_tokens)
+from adaserve.scheduler.acceptance import AcceptanceTracker, RequestCalibration
 from adaserve.scheduler.authors import in_slo_phase, slo_need, slo_token_cap, tree_shape
-from adaserve.scheduler.budget import goodput_budget
+from adaserve.scheduler.budget import chain_rates, goodput_budget
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.depth import MeasuredDepth, need_floor
@@ -157,10 +156,9 @@ class _BudgetedPolicy(Policy):
         c = self.config
         if not self._budget_adapts:
             return c.budget
-        chain = lambda d: SpecPlan(depth=d, width=1) if d else _IDLE  # noqa: E731
         return goodput_budget(batch.n, self.acceptance.alphas(batch.request_ids), c.budget,
                               c.max_depth,
-                              lambda d, b: self.predict_latency(batch, chain(d), b))
+                              lambda d, b: self.predict_latency(batch, _chain(d), b))
 
     def _shape(self, n: int, budget: int) -> tuple[int, int]:
         """Depth and width for n requests: the EuroSys Eq. 8-9 the authors run
@@ -192,16 +190,13 @@ class _BudgetedPolicy(Policy):
         """
         if not self.config.cost_aware_depth or not _prices_drafting(self.latency):
             return depth
-        alphas = self.acceptance.alphas(batch.request_ids)  # [n]
-        best_d, best = depth, -1.0
-        for d in range(0, depth + 1):
+        def seconds(d: int) -> float:
             shape = SpecPlan(depth=d, width=width) if d else _IDLE
-            tokens = float(np.sum(expected_chain_tokens(alphas, d)))
-            seconds = self.predict_latency(batch, shape,
-                                           self._verify_tokens(batch.n, shape, budget))
-            rate = tokens / seconds if seconds > 0 else tokens
-            if rate > best:  # strict: ties keep the shallower tree
-                best_d, best = d, rate
+            return self.predict_latency(batch, shape, self._verify_tokens(batch.n, shape, budget))
+
+        # ties keep the shallower tree
+        best_d = int(np.argmax(chain_rates(self.acceptance.alphas(batch.request_ids), depth,
+                                           seconds)))
         if best_d:
             self._undrafted = 0
             return best_d
@@ -439,12 +434,8 @@ class TurboSpecPolicy(Policy):
 
     def goodput(self, batch: BatchView) -> np.ndarray:
         """Predicted tokens/s for k = 0..K (seed 000 Listing 2, k = 0 scored as well)."""
-        alphas = self.acceptance.alphas(batch.request_ids)  # [n]
-        out = np.empty(self.config.max_chain + 1)
-        for k in range(self.config.max_chain + 1):
-            tokens = float(np.sum(expected_chain_tokens(alphas, k)))
-            out[k] = tokens / self._priced(batch, _chain(k), batch.n * (k + 1)).t_spec_s
-        return out  # [K + 1]
+        return chain_rates(self.acceptance.alphas(batch.request_ids), self.config.max_chain,
+                           lambda k: self.predict_latency(batch, _chain(k), batch.n * (k + 1)))
 
     def plan(self, batch: BatchView) -> SpecPlan:
         if batch.n == 0:
