@@ -59,6 +59,7 @@ from servers import PROMPTS as TIER_PROMPTS  # noqa: E402
 
 from adaserve.loadgen.workload import prompt_set  # noqa: E402
 from adaserve.sglang.cpu.process import ServerProcess  # noqa: E402
+from adaserve.scheduler import split_specs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPE = {"steps": 3, "topk": 2, "draft_tokens": 4}
@@ -163,7 +164,7 @@ def main() -> int:
     prompts = [s.messages[-1][1] for s in specs]
     classes = [CLASSES[i % len(CLASSES)] for i in range(args.requests)]
     rows, baseline_ms = [], None
-    for name in args.systems.split(","):
+    for name in split_specs(args.systems):
         if name.startswith("adaserve") and baseline_ms is None:
             raise SystemExit("the adaserve systems need sglang-none first (its baseline)")
         rows.append(run_system(name, args, logs, prompts, classes, baseline_ms))

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from adaserve.scheduler import split_specs
+
 from _common import RESULTS, commit, machine
 from _paper import SETUPS, PaperSetup
 from _paper_runs import TTFT_SLO_MS, Task, run_all
@@ -32,7 +34,7 @@ TRACE = HERE / "data" / "fig14_fluc_6m_peak4.0.csv"
 OUTPUT_LENGTH = 128  # run_*_fluc.sh at 7b8db61: OUTPUT_LENGTH=${OUTPUT_LENGTH:-128}
 MAX_BATCH = 96  # MAX_REQUESTS_PER_BATCH=96 there (the artifact's last commit made it 64)
 MAX_SEQUENCE = 2048  # exps/test.sh starts FlexFlow with --max-sequence-length 2048
-# (--systems is split on commas, so a spec of one option each)
+# (--systems takes specs of several options too: adaserve:admit=deadline,refuse=on)
 SYSTEMS = ("adaserve-authors", "adaserve", "adaserve:admit=deadline", "adaserve:refuse=on",
            "sarathi", "vllm", "vllm-spec-4", "vllm-spec-6", "vllm-spec-8")
 ADASERVE = ("adaserve-authors",)  # runs as FlexFlow ran it: its flags, its sequence limit
@@ -180,7 +182,7 @@ def main() -> int:
     args = p.parse_args()
     pairs = [SETUPS[k] for k in args.pairs.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
-    systems = args.systems.split(",")
+    systems = split_specs(args.systems)
     trace = capped_trace()
     flexflow, skipped = flexflow_trace(trace)
     t0 = time.perf_counter()

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from adaserve.scheduler import split_specs
+
 from _common import RESULTS, commit, machine
 from _paper import KIT, KIT_REF, PAPER_NAME, SEED_SETUPS, SETUPS, SYSTEMS, PaperSetup
 from _paper_runs import TTFT_SLO_MS, Task, _sha, rekey, run_all, spread
@@ -284,7 +286,7 @@ def main() -> int:
         figs = [dataclasses.replace(f, xs={k: tuple(x for x in v if x in keep)
                                            for k, v in f.xs.items()}) for f in figs]
     pairs = [SETUPS[k] for k in args.pairs.split(",")]
-    systems = tuple(args.systems.split(","))
+    systems = tuple(split_specs(args.systems))
     seeds = [int(s) for s in args.seeds.split(",")]
     t0 = time.perf_counter()
     tasks = [t for fig in figs for s in pairs for t in tasks_of(fig, s, systems, seeds)]

@@ -32,6 +32,7 @@ from sim_paper_figures import IMPROVED, OUT, Figure, curves, plot, table, tasks_
 from sim_paper_goals import TEXT
 
 from adaserve.loadgen.paper_trace import at_rate, read_rows
+from adaserve.scheduler import split_specs
 
 FOLDER = RESULTS / "sim" / "seed" / "traces"
 SOURCE = KIT / "traces" / "fig8_9_rps2.4_ol256.csv"
@@ -87,7 +88,7 @@ def main() -> int:
     t0 = time.perf_counter()
     write_traces()
     seeds = [int(s) for s in args.seeds.split(",")]
-    systems = tuple(args.systems.split(","))
+    systems = tuple(split_specs(args.systems))
     setups = (SEED_70B, SEED_7B)
     tasks = []
     figs = {}

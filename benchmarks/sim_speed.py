@@ -29,6 +29,7 @@ from _common import RESULTS, commit, machine
 
 from adaserve.sim import (HardwareModel, SimSetup, build, load_acceptance, read_paper_trace,
                           simulate)
+from adaserve.scheduler import split_specs
 
 TRACE = Path(__file__).resolve().parents[2] / "shared/paper-scale/traces/fig8_9_rps4.8_ol256.csv"
 GOAL_S = 30.0
@@ -57,7 +58,7 @@ def one_run(policy: str, hw: HardwareModel, reqs, acceptance: str) -> dict:
 
 
 def policy_table(args, hw: HardwareModel, reqs) -> tuple[list[str], dict]:
-    policies = [x.strip() for x in args.policies.split(",") if x.strip()]
+    policies = split_specs(args.policies)
     runs: dict[str, list[dict]] = {pol: [] for pol in policies}
     for _ in range(args.repeats):
         for pol in policies:
@@ -76,7 +77,7 @@ def policy_table(args, hw: HardwareModel, reqs) -> tuple[list[str], dict]:
 
 def figure_table(args, hw: HardwareModel) -> tuple[list[str], dict]:
     traces = sorted(Path(args.trace).parent.glob("fig8_9_*.csv"))
-    systems = [x.strip() for x in args.figure_systems.split(",") if x.strip()]
+    systems = split_specs(args.figure_systems)
     runs: dict[str, dict[str, dict]] = {s: {} for s in systems}
     for trace in traces:
         reqs = read_paper_trace(trace, hw.baseline_latency_ms)

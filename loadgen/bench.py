@@ -32,6 +32,7 @@ from adaserve.loadgen.options import add_mix_draw_args
 from adaserve.loadgen.run import machine
 from adaserve.loadgen.serve_process import ServeProcess
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
+from adaserve.scheduler import split_specs
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
 EXPERIMENTS = ("rate", "urgent", "slo-scale")
@@ -98,6 +99,15 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="TTFT SLO of the TTFT+TPOT attainment variant")
     p.add_argument("--out", type=Path, default=None,
                    help="the sweep's directory (default: results/<experiment>)")
+    p.add_argument("--rewrite-page", action="store_true",
+                   help="run nothing: rewrite --out's summary.md (tables, plots, goals) from "
+                        "its summary.json and raw/, as today's report code writes it")
+    p.add_argument("--interleave", action="store_true",
+                   help="run seed by seed, every policy within a seed (its own server each "
+                        "time), the policies' order reversed every other seed, so a drift in "
+                        "the machine's speed during the sweep falls on every policy alike "
+                        "(a shared VM's speed can move 40%% within an hour); default: policy "
+                        "by policy")
     p.add_argument("--extend", action="store_true",
                    help="add to the sweep already in --out: runs (policy, point, seed) it has "
                         "are kept, not re-run; the experiment's settings must be the same, and "
@@ -191,7 +201,16 @@ def main(args: argparse.Namespace) -> int:
     from adaserve.loadgen.report import write_report
 
     out = args.out or Path("results") / args.experiment
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if args.rewrite_page:
+        try:
+            meta = json.loads((out / "summary.json").read_text())
+        except (OSError, ValueError) as e:
+            print(f"adaserve bench: error: {out}: no sweep to rewrite ({e})", file=sys.stderr)
+            return 2
+        write_report(out, meta, meta.pop("runs"))
+        print(f"[bench] rewrote {out / 'summary.md'}")
+        return 0
+    policies = split_specs(args.policies)
     pts = points(args)
     try:
         sim = _sim_backend(args, policies)
@@ -228,11 +247,12 @@ def main(args: argparse.Namespace) -> int:
         (out / "summary.json").write_text(json.dumps({**meta, "runs": runs}, indent=2))
         return meta
 
-    for policy in policies:
+    for policy, seeds in schedule(policies, [args.seed + r for r in range(args.repeats)],
+                                  args.interleave):
         # one server per policy, unless the urgent SLO itself changes between points
         groups = [[p] for p in pts] if args.experiment == "slo-scale" else [pts]
         for group in groups:
-            if not any(todo(policy, point) for point in group):
+            if not any(set(todo(policy, point)) & seeds for point in group):
                 continue
             if sim is not None:
                 server = sim.start(policy, group[0].urgent_scale)
@@ -249,7 +269,7 @@ def main(args: argparse.Namespace) -> int:
                 if sim is None:
                     warm(server)
                 for point in group:
-                    for seed in todo(policy, point):
+                    for seed in [x for x in todo(policy, point) if x in seeds]:
                         name = f"{policy}-{point.label}-s{seed}"
                         t0 = time.time()
                         s = (server.run(point, seed, raw / name) if sim is not None
@@ -269,6 +289,17 @@ def main(args: argparse.Namespace) -> int:
     write_report(out, meta, runs)
     print((out / "summary.md").read_text())
     return 0
+
+
+def schedule(policies: list[str], seeds: list[int],
+             interleave: bool) -> list[tuple[str, set[int]]]:
+    """(policy, the seeds its server runs) in the order the servers start: each policy once
+    with every seed, or, interleaved, seed by seed with the policies' order reversed every
+    other seed (A B C, C B A, A B C), so a slow spell of the machine is shared."""
+    if not interleave:
+        return [(p, set(seeds)) for p in policies]
+    return [(p, {seed}) for i, seed in enumerate(seeds)
+            for p in (policies if i % 2 == 0 else policies[::-1])]
 
 
 def _sim_backend(args: argparse.Namespace, policies: list[str]):

@@ -11,7 +11,7 @@ from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.latency import (BUDGET_MAX_RATIO, Budget, LatencyModel, LatencySample,
                                         budget_by_ratio, find_knee)
 from adaserve.scheduler.oracle import OracleResult, algorithm1
-from adaserve.scheduler.options import PRESETS, AdaServeOptions
+from adaserve.scheduler.options import PRESETS, AdaServeOptions, split_specs
 from adaserve.scheduler.policies import (POLICIES, STATIC_CHAINS, SUMMARIES, Policy, make_policy,
                                          policy_options)
 from adaserve.scheduler.pool import PoolFull, RequestPool
@@ -34,5 +34,5 @@ __all__ = [
     "Selection",
     "SpecPlan", "algorithm1", "budget_by_ratio", "capped_requirement", "depth_width", "expected_chain_tokens",
     "find_knee", "make_policy", "policy_options", "select_all", "select_equal_share", "select_global_greedy",
-    "select_roots", "select_slo_customized",
+    "select_roots", "select_slo_customized", "split_specs",
 ]

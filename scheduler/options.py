@@ -115,3 +115,20 @@ def split_spec(spec: str) -> tuple[str, str]:
     """``name:options`` -> (name, options text); no colon -> (spec, "")."""
     name, _, text = spec.partition(":")
     return name.strip(), text
+
+
+def split_specs(text: str) -> list[str]:
+    """A comma-separated list of policy specs, where a spec's options are comma-separated
+    too: ``turbospec,adaserve:pace=off,calibrate=on,incremental`` -> three specs. An item
+    holding ``=`` continues the spec before it (a policy name never holds one); ValueError
+    where such an item has no spec with options to continue."""
+    specs: list[str] = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        if "=" in item and ":" not in item:
+            if not specs or ":" not in specs[-1]:
+                raise ValueError(f"{item!r} is an option with no policy before it; write "
+                                 f"name:{item}")
+            specs[-1] += "," + item
+        else:
+            specs.append(item)
+    return specs

@@ -16,6 +16,7 @@ from adaserve.loadgen.options import add_mix_draw_args
 from adaserve.loadgen.workload import DEFAULT_MIX, MIX_DRAWS
 from adaserve.server.slo_classes import DEFAULT_CLASSES
 from adaserve.sim.hardware import available
+from adaserve.scheduler import split_specs
 
 DESCRIPTION = """\
 Run a workload through the engine's own scheduling loop on a simulated executor: virtual
@@ -140,7 +141,7 @@ def _main(args: argparse.Namespace) -> int:
     from adaserve.sim import write_run
     from adaserve.sim.run import check_policies, run, shows_progress
 
-    policies = _names(args.policies)
+    policies = split_specs(args.policies)
     seeds = [int(s) for s in _names(args.seeds)]
     if not policies or not seeds:
         raise ValueError("--policies and --seeds need at least one value each")

@@ -69,3 +69,20 @@ def test_a_spec_is_a_system_and_runs_with_its_presets_settings():
     # ours plans with the profiled draft cost; the authors' scheduler with their constant
     assert deploy.setup("adaserve:pace=off").planning_draft_ms is None
     assert deploy.setup("adaserve-authors").planning_draft_ms == 70.0
+
+
+def test_a_list_of_specs_keeps_each_specs_options_together():
+    from adaserve.scheduler import split_specs
+
+    assert split_specs("turbospec, adaserve:pace=off,calibrate=on,incremental") == [
+        "turbospec", "adaserve:pace=off,calibrate=on", "incremental"]
+    assert split_specs("adaserve:refuse=on,adaserve-authors:triage=on,admit=deadline") == [
+        "adaserve:refuse=on", "adaserve-authors:triage=on,admit=deadline"]
+    assert split_specs("adaserve,,sarathi,") == ["adaserve", "sarathi"]
+    # each spec still resolves: the options reach the policy
+    _, opts = policy_options(split_specs("x,adaserve:pace=off,calibrate=on")[1])
+    assert opts.pace is None and opts.calibrate
+    with pytest.raises(ValueError, match="no policy before it"):
+        split_specs("turbospec,pace=off")
+    with pytest.raises(ValueError, match="no policy before it"):
+        split_specs("pace=off")
