@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from adaserve.loadgen.records import read_jsonl
+from adaserve.loadgen.speed import speed_lines
 from adaserve.loadgen.workload import MIX_DRAWS
 
 # AdaServe and its presets and option specs (adaserve-authors, adaserve:pace=off, the
@@ -149,6 +150,7 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
             spans[(r["policy"], r["point"])].append(d)
     by_point("Drain: the sends' span and the time from the last send to the last finish, s "
              "(mean over runs)", lambda pol, p: _drain_cell(spans[(pol, p)]))
+    lines += speed_lines(out / "raw")
     lines += ["## Goals", ""] + goals(exp, t, policies, pts) + [""]
     lines += ["## Plots", ""] + [f"![{n}]({n})" for n in plots(out, exp, runs, t, policies, pts)]
     (out / "summary.md").write_text("\n".join(lines) + "\n")

@@ -188,3 +188,25 @@ def test_run_point_hands_the_assignment_to_loadgen(tmp_path, monkeypatch):
         bench.run_point(args, SimpleNamespace(url="http://x"), bench.Point("1.0", 0.5, -1.0, 1.0),
                        0, tmp_path / "p")
         assert build_parser().parse_args(cmds[-1][3:]).mix_draw == want
+
+
+def test_interleave_starts_a_server_per_policy_and_seed_in_turn(tmp_path, sweep):
+    made, servers = sweep
+    bench.main(_args(tmp_path, scales="1.0", repeats=3, interleave=True))
+    assert [s[0] for s in servers] == ["adaserve", "incremental", "incremental", "adaserve",
+                                       "adaserve", "incremental"]
+    assert made == [("adaserve", "1.0", 0), ("incremental", "1.0", 0),
+                    ("incremental", "1.0", 1), ("adaserve", "1.0", 1),
+                    ("adaserve", "1.0", 2), ("incremental", "1.0", 2)]
+
+
+def test_rewrite_page_runs_nothing_and_writes_the_page_from_the_kept_runs(tmp_path, sweep):
+    made, servers = sweep
+    bench.main(_args(tmp_path, scales="1.0", repeats=2))
+    n = len(made)
+    (tmp_path / "summary.md").write_text("stale")
+    assert bench.main(_args(tmp_path, rewrite_page=True)) == 0
+    assert len(made) == n and len(servers) == 2  # no server, no run
+    page = (tmp_path / "summary.md").read_text()
+    assert page.startswith("# Experiment: slo-scale") and "60.0%" in page
+    assert bench.main(_args(tmp_path / "nothing", rewrite_page=True)) == 2

@@ -1,0 +1,64 @@
+"""The machine's speed while each server of a served sweep ran, from its iteration log.
+
+On a shared VM one step can take 37 ms in one hour and 57 ms in another, so a sweep's
+policies may have run on what was, in effect, different machines. Each server's median
+step with one request verifying one token, no draft and no prefill (the plain decode step
+every policy takes between requests) shows it; the bench page prints it beside the
+results, with the share of steps that ran the draft and then verified only the roots: the
+draft's time spent for nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+
+def plain_step_ms(log: Path) -> tuple[float | None, int, float | None]:
+    """(median ms, count) of the log's single-request, one-token steps without draft or
+    prefill, None under 5 of them; and the share of its decode steps (no prefill) that
+    drafted (depth > 0) and verified only the roots (None without decode steps)."""
+    steps, decode, wasted = [], 0, 0
+    with log.open() as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("prefill_tokens") or not r.get("running"):
+                continue
+            decode += 1
+            drafted = r.get("depth", 0) > 0
+            wasted += drafted and r.get("verify_tokens") == r["running"]
+            if r["running"] == 1 and r.get("verify_tokens") == 1 and not drafted:
+                steps.append(r["seconds"])
+    return ((1e3 * statistics.median(steps) if len(steps) >= 5 else None), len(steps),
+            wasted / decode if decode else None)
+
+
+def speed_lines(raw: Path) -> list[str]:
+    """The page's section: a row per server log, in the order the servers ran."""
+    logs = sorted(raw.glob("serve-*.iterations.jsonl"), key=_started)
+    if not logs:
+        return []
+    lines = ["## Machine speed while each server ran", "",
+             "The median step with one request running, verifying one token, with no draft "
+             "and no prefill (loadgen/speed.py): a check that the policies ran on the same "
+             "machine; and the share of decode steps that ran the draft and then verified "
+             "only the roots (the draft's time spent for nothing). Servers in the order "
+             "they ran.", "",
+             "| server log | plain step ms (steps) | drafted, verified roots only |",
+             "|---|---|---|"]
+    for log in logs:
+        ms, n, wasted = plain_step_ms(log)
+        lines.append(f"| {log.name.removesuffix('.iterations.jsonl')} | "
+                     + ("-" if ms is None else f"{ms:.1f}") + f" ({n}) | "
+                     + ("-" if wasted is None else f"{100 * wasted:.0f}%") + " |")
+    return [*lines, ""]
+
+
+def _started(log: Path) -> float:
+    with log.open() as f:
+        first = f.readline()
+    try:
+        return float(json.loads(first).get("t", 0.0))
+    except (ValueError, AttributeError):
+        return 0.0
