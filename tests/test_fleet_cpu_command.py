@@ -52,3 +52,16 @@ def test_without_sglang_it_says_where_to_run_it(capsys):
     assert "not installed in this Python" in capsys.readouterr().err
     assert main(["sglang", "fleet-cpu", "--replicas", "0"]) == 2
     assert "--replicas must be >= 1" in capsys.readouterr().err
+
+
+def test_each_replica_gets_its_share_of_the_cores(monkeypatch):
+    from adaserve.sglang.cpu.fleet import replica_env
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert replica_env(parse("--replicas", "2"), cores=2)["OMP_NUM_THREADS"] == "1"
+    assert replica_env(parse("--replicas", "2"), cores=8)["OMP_NUM_THREADS"] == "4"
+    assert replica_env(parse("--replicas", "3"), cores=2)["OMP_NUM_THREADS"] == "1"  # >= 1
+    assert replica_env(parse("--replicas", "2", "--threads-per-replica", "3"),
+                       cores=2)["OMP_NUM_THREADS"] == "3"
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's own setting is kept
+    assert replica_env(parse("--replicas", "2"), cores=8)["OMP_NUM_THREADS"] == "2"

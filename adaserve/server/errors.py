@@ -94,16 +94,27 @@ def describe(errs: list[dict]) -> tuple[str, str | None]:
 
 def _json_error(err: dict, doc: object) -> str:
     """Where the JSON breaks: FastAPI gives the character offset (loc ("body", pos)) and
-    the decoder's reason; the line and column are counted from the document."""
+    the decoder's reason."""
     reason = (err.get("ctx") or {}).get("error") or err.get("msg")
     loc = err.get("loc", ())
     pos = loc[-1] if loc and isinstance(loc[-1], int) else None
+    return malformed_json(str(reason), pos, doc)
+
+
+def malformed_json(reason: str, pos: int | None, doc: object) -> str:
+    """The message for a body that is not valid JSON: the decoder's reason and where, the
+    line and column counted from the document. The SGLang plugin answers with it too."""
     if pos is None or not isinstance(doc, str):
         return f"the body is not valid JSON: {reason}"
     line = doc.count("\n", 0, pos) + 1
     column = pos - (doc.rfind("\n", 0, pos) + 1) + 1
     return (f"the body is not valid JSON: {reason} at line {line} column {column} "
             f"(offset {pos})")
+
+
+def not_utf8(e: UnicodeDecodeError) -> str:
+    return (f"the body is not UTF-8 text: byte 0x{e.object[e.start]:02x} at offset "
+            f"{e.start} ({e.reason}); send JSON encoded as UTF-8")
 
 
 def install(app: FastAPI) -> None:
@@ -124,9 +135,7 @@ def install(app: FastAPI) -> None:
     async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
         message = str(e.detail)
         if isinstance(e.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
-            u = e.__cause__
-            message = (f"the body is not UTF-8 text: byte 0x{u.object[u.start]:02x} at offset "
-                       f"{u.start} ({u.reason}); send JSON encoded as UTF-8")
+            message = not_utf8(e.__cause__)
         return error_response(e.status_code, message, headers=getattr(e, "headers", None))
 
     @app.exception_handler(Exception)

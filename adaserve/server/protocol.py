@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt,
-                      StrictStr, WithJsonSchema, field_validator, model_validator)
+                      StrictStr, ValidationError, WithJsonSchema, WrapValidator,
+                      field_validator, model_validator)
 
 from adaserve.server.slo_value import FORMS, parse_tpot_ms
 
@@ -24,6 +25,20 @@ Temperature = Annotated[float, Field(strict=True, ge=0.0, le=2.0)]
 TopP = Annotated[float, Field(strict=True, gt=0.0, le=1.0)]
 TopK = Annotated[StrictInt, Field(ge=-1, lt=1 << 31)]  # -1 and 0: off (SGLang: -1, us: 0)
 PositiveInt = Annotated[StrictInt, Field(ge=1)]
+
+
+def _one_error(what: str) -> WrapValidator:
+    """A union's failure as one error on the field itself: pydantic reports each member
+    apart, at locations such as ``prompt.list[int]``, which name no field a client sent."""
+    def check(value: Any, handler: Any) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            raise ValueError(f"must be {what}, got {type(value).__name__}") from None
+    return WrapValidator(check)
+
+
+Stop = Annotated[StrictStr | list[StrictStr] | None, _one_error("text or a list of texts")]
 
 
 # the body's slo.tpot_ms: the same parser as the header and the class flag (slo_value.py)
@@ -97,7 +112,17 @@ CustomParams = Annotated[dict | None, Field(
     "SLO (after the slo object, before the headers), other keys are SGLang's")]
 
 
-class ChatContract(_Body):
+class SamplingContract(_Body):
+    """The sampling fields whose ranges are the contract on both backends' OpenAI routes."""
+
+    temperature: Temperature = 1.0
+    top_p: TopP = 1.0
+
+
+class ChatContract(SamplingContract):
+    # a list of message objects; what a message may hold is each backend's (the embedded
+    # server takes text, SGLang images and tools too)
+    messages: list[dict] = Field(..., min_length=1)
     max_tokens: PositiveInt | None = Field(None, description="output tokens at most")
     max_completion_tokens: PositiveInt | None = None
     slo: SLOField | None = Field(None, description="per-request TPOT SLO; custom_params, "
@@ -105,7 +130,12 @@ class ChatContract(_Body):
     custom_params: CustomParams
 
 
-class CompletionContract(_Body):
+class CompletionContract(SamplingContract):
+    # text or token ids; SGLang also takes a batch of either, which the embedded server
+    # does not serve
+    prompt: Annotated[StrictStr | list[StrictInt] | list[StrictStr] | list[list[StrictInt]],
+                      _one_error("text, token ids, or a list of either")] = Field(
+        ..., description="text or token ids")
     max_tokens: PositiveInt | None = Field(None, description="output tokens at most")
     slo: SLOField | None = Field(None, description="per-request TPOT SLO; custom_params, "
                                  "then headers X-SLO-TPOT-MS / X-SLO-Class when absent")
@@ -123,12 +153,10 @@ class GenerateContract(_Body):
     slo: SLOField | None = None
 
 
-class _Sampling(_Body):
-    temperature: Temperature = 1.0
-    top_p: TopP = 1.0
+class _Sampling(SamplingContract):
     top_k: TopK = 0
     seed: StrictInt | None = None
-    stop: StrictStr | list[StrictStr] | None = None
+    stop: Stop = None
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
     n: Literal[1] = Field(1, description="only n = 1 is served")
@@ -147,7 +175,8 @@ class ChatCompletionRequest(_Sampling, ChatContract):
 
 class CompletionRequest(_Sampling, CompletionContract):
     model: StrictStr | None = None
-    prompt: StrictStr | list[StrictInt] = Field(..., description="text or token ids")
+    prompt: Annotated[StrictStr | list[StrictInt], _one_error("text or a list of token ids")] \
+        = Field(..., description="text or token ids")
     echo: StrictBool = False
 
 
@@ -157,7 +186,7 @@ class GenerateSampling(GenerateSamplingContract):
     temperature: Temperature = 1.0
     top_p: TopP = 1.0
     top_k: TopK = -1
-    stop: StrictStr | list[StrictStr] | None = None
+    stop: Stop = None
     ignore_eos: StrictBool = False
     sampling_seed: StrictInt | None = None
 

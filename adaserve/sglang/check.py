@@ -31,6 +31,7 @@ from adaserve.sglang.names import (
     SERVER_INFO,
     SGLANG_VERSION,
     TRITON_METADATA,
+    WARMUP,
 )
 
 TARGETS = {
@@ -44,6 +45,7 @@ TARGETS = {
     "OpenAI routes": OPENAI,
     "HTTP app set-up (the contract gate)": SERVE,
     "/server_info (SLO classes)": SERVER_INFO,
+    "start-up warm-up (left out of the metrics)": WARMUP,
     "response report": REPORT,
     "chat response report": CHAT_RESPONSE,
     "completion response report": COMPLETION_RESPONSE,

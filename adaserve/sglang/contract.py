@@ -19,10 +19,14 @@ either backend (tests/sglang_tier/test_contract.py sends one table to both).
   it on completions, naming no field); the route hooks (``http.py``) then resolve the SLO
   into SGLang's request objects.
 
-Errors keep each route's shape, as its clients parse it: SGLang's OpenAI routes answer
-its flat ``{"object": "error", "message", "type", "param", "code"}``, /generate the
-embedded server's (OpenAI's) ``{"error": {"message", "type", "param", "code"}}``. The
-status and ``param`` are the contract.
+- A body that is not valid JSON gets 400 naming where it breaks (``errors.malformed_json``,
+  the embedded server's words), where SGLang answered pydantic's error list; a body that
+  is not UTF-8 gets the embedded server's 400 too.
+
+Every refusal here is in the embedded server's (OpenAI's) shape, ``{"error": {"message",
+"type", "param", "code"}}``, on every route; SGLang's own errors on its OpenAI routes are
+rewritten into it by ``error_shape.OpenAIErrors``. The status, the shape and ``param`` are
+the contract.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
-from adaserve.server.errors import INVALID, describe, error_body, not_json
+from adaserve.server.errors import (describe, error_body, error_response, malformed_json,
+                                    not_json, not_utf8)
 from adaserve.server.lengths import LengthError, output_limit
 from adaserve.server.protocol import (
     ChatContract,
@@ -59,8 +64,8 @@ class ContractError(Exception):
     def of(cls, e: SLOError) -> ContractError:
         return cls(400, str(e), e.param)
 
-    def generate_body(self) -> dict:
-        """/generate's shape (the embedded server's)."""
+    def body(self) -> dict:
+        """The embedded server's (OpenAI's) shape."""
         return error_body(self.status, self.message, self.param, self.code)
 
 
@@ -179,9 +184,9 @@ class Served:
 class ContractGate:
     """ASGI middleware in front of SGLang's app on ADASERVE servers (``http.serve_hook``):
     a POST to a contract route is answered here when the embedded server would refuse it
-    -- 415 for a body not sent as JSON, 400 naming the field for a contract field or an SLO
-    -- before SGLang's own parsing (which refused some of them, naming no field, and took
-    others), in the route's error shape. Anything else, malformed JSON included, goes on to
+    -- 415 for a body not sent as JSON, 400 for malformed JSON (where it breaks) and for a
+    contract field or an SLO (naming the field) -- before SGLang's own parsing (which
+    refused some of them, naming no field, and took others). Anything else goes on to
     SGLang with its body replayed."""
 
     def __init__(self, app, served: Served | None = None) -> None:
@@ -217,14 +222,10 @@ class ContractGate:
             more = msg.get("more_body", False)
         body = b"".join(chunks) if chunks is not None else b""
         if err is None and chunks is not None:
-            try:
-                doc = json.loads(body)
-            except ValueError:
-                doc = _MALFORMED
-            if doc is not _MALFORMED:
-                err = refusal(scope["path"], doc, headers, self.served)
+            err = checked(scope["path"], body, headers, self.served)
         if err is not None:
-            await _answer(scope["path"], err)(scope, receive, send)
+            response = error_response(err.status, err.message, err.param, code=err.code)
+            await response(scope, receive, send)
             return
         replayed = False
 
@@ -238,13 +239,22 @@ class ContractGate:
         await self.app(scope, replay, send)
 
 
-_MALFORMED = object()
+def checked(path: str, body: bytes, headers: Mapping[str, str],
+            served: Served | None = None) -> ContractError | None:
+    """What the embedded server would refuse in a contract route's body as sent (bytes
+    said to be JSON): malformed JSON or text, then ``refusal``. The gate asks it on a
+    replica, the fleet's front before the router."""
+    err = _unparsed(body)
+    return err if err is not None else refusal(path, json.loads(body), headers, served)
 
 
-def _answer(path: str, err: ContractError):
-    from fastapi.responses import ORJSONResponse
-
-    if path == "/generate":
-        return ORJSONResponse(err.generate_body(), status_code=err.status)
-    return ORJSONResponse({"object": "error", "message": err.message, "type": INVALID,
-                           "param": err.param, "code": err.status}, status_code=err.status)
+def _unparsed(body: bytes) -> ContractError | None:
+    """The 400 for a body that is not UTF-8 JSON, in the embedded server's words; None if
+    it parses."""
+    try:
+        json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return ContractError(400, not_utf8(e))
+    except json.JSONDecodeError as e:
+        return ContractError(400, malformed_json(e.msg, e.pos, e.doc), None, "json_invalid")
+    return None

@@ -5,12 +5,14 @@ fleet behind it would serve every request at the default class without a word. T
 listens where clients connect, finds the request's SLO by the contract's precedence
 (body ``slo``, then ``custom_params``, then ``X-SLO-TPOT-MS``, then ``X-SLO-Class``), puts
 it on ``tracestate`` as our member, and passes the request, unchanged otherwise, to the
-router, streaming the answer back. It validates only what the member needs (an object
-where the contract wants one, one source at a time, text a header can carry); the value
-itself (range, known class) is judged by the replica that serves the request, whose 400
-the router returns. Routing stays the router's.
+router, streaming the answer back. It refuses at the door what a replica's contract gate
+would (``door_refusal``), in the same shape and naming the field as the client sent it,
+since past the router the body's SLO is a ``tracestate`` member; the lengths, which need
+the tokenizer, are judged by the replica that serves the request, whose 400 the router
+returns. Routing stays the router's.
 
-    python -m adaserve.sglang.front --router http://127.0.0.1:30010 --port 30000
+    python -m adaserve.sglang.front --router http://127.0.0.1:30010 --port 30000 \
+        [--classes-from http://127.0.0.1:30001]
 """
 
 from __future__ import annotations
@@ -91,35 +93,119 @@ def forwarded_headers(path: str, body: bytes, headers: Mapping[str, str]) -> dic
     return out
 
 
+# the model name put in an OpenAI body that names none (``with_model``)
+_MODEL = {"name": "default"}
+OPENAI_ROUTES = ("/v1/chat/completions", "/v1/completions")
+
+
+def with_model(path: str, body: bytes) -> bytes:
+    """The body with ``"model"`` added where an OpenAI route's JSON object lacks it:
+    the contract makes it optional (both backends serve without it), but sglang-router
+    0.3.2 answers "missing field `model`" in plain text before any replica sees it."""
+    if path not in OPENAI_ROUTES:
+        return body
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(doc, dict) or "model" in doc:
+        return body
+    return json.dumps({**doc, "model": _MODEL["name"]}).encode()
+
+
+def router_error(status: int, content_type: str | None, body: bytes) -> bytes | None:
+    """OpenAI's error shape for an error the router answered in its own (plain text, as
+    "missing field `model`"); None for a JSON body, which a replica's gate and
+    ``error_shape.OpenAIErrors`` have shaped already."""
+    if status < 400 or "json" in (content_type or "").lower():
+        return None
+    from adaserve.server.errors import error_body
+
+    text = body.decode("utf-8", "replace").strip() or f"HTTP {status}"
+    return json.dumps(error_body(status, f"the router: {text}")).encode()
+
+
+def adopt_classes(server_info: Mapping) -> None:
+    """Take a replica's SLO classes (its /server_info) as this process's, in milliseconds,
+    so the front judges an SLO as the replicas do (``configured_classes``)."""
+    import os
+
+    from adaserve.sglang.slo import configured_classes
+
+    classes = server_info.get("slo_classes") or []
+    os.environ["ADASERVE_SLO_CLASSES"] = ",".join(
+        c["name"] if c.get("tpot_ms") is None else f"{c['name']}={c['tpot_ms']!r}ms"
+        for c in classes)
+    if server_info.get("default_slo_class"):
+        os.environ["ADASERVE_DEFAULT_CLASS"] = server_info["default_slo_class"]
+    configured_classes.cache_clear()
+    configured_classes()  # a bad report fails the start, not a request
+    if server_info.get("served_model_name"):
+        _MODEL["name"] = str(server_info["served_model_name"])
+
+
+def door_refusal(method: str, path: str, body: bytes, headers: Mapping[str, str]):
+    """The contract's refusal of a request at the fleet's door, as a replica's gate would
+    answer it (``contract.checked``: a body not said to be JSON, malformed JSON, a contract
+    field, an SLO, all naming the field as the client sent it), or None. Past the router
+    the body's ``slo`` and ``custom_params`` are gone and the SLO rides on ``tracestate``,
+    so a replica could only name the header; and the router would answer a body it cannot
+    parse in its own shape. Lengths need the tokenizer and stay the replica's. Without the
+    fleet's classes in the environment (a front started by hand), only the shapes the
+    tracestate member needs are checked (``forwarded_headers``)."""
+    if method != "POST" or path not in SLO_ROUTES:
+        return None
+    from adaserve.sglang.contract import checked, media_type_error
+    from adaserve.sglang.slo import configured_classes
+
+    err = media_type_error(headers.get("content-type"))
+    if err is not None:
+        return err
+    try:
+        configured_classes()
+    except ValueError:
+        return None
+    return checked(path, body, headers)
+
+
 def app(router: str):
     """The ASGI app in front of ``router`` (its base URL)."""
     import httpx
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.responses import Response, StreamingResponse
+
+    from adaserve.server.errors import error_response
     from starlette.routing import Route
 
     client = httpx.AsyncClient(base_url=router, timeout=None)
 
     async def proxy(request: Request):
         body = await request.body()
+        err = door_refusal(request.method, request.url.path, body, request.headers)
+        if err is not None:
+            return error_response(err.status, err.message, err.param, code=err.code)
         try:
             headers = forwarded_headers(request.url.path, body, request.headers)
         except SLOError as e:
-            return JSONResponse(status_code=400, content={"error": {
-                "message": str(e), "type": "invalid_request_error", "param": e.param,
-                "code": 400}})
+            return error_response(400, str(e), e.param)
         upstream = client.build_request(request.method, request.url.path,
-                                        params=request.query_params, content=body,
+                                        params=request.query_params,
+                                        content=with_model(request.url.path, body),
                                         headers=headers)
         try:
             resp = await client.send(upstream, stream=True)
         except httpx.HTTPError as e:
-            return JSONResponse(status_code=502, content={"error": {
-                "message": f"the router did not answer: {e!r}", "type": "bad_gateway",
-                "code": 502}})
+            return error_response(502, f"the router did not answer: {e!r}",
+                                  code="bad_gateway")
         kept = {k: v for k, v in resp.headers.items() if k.lower() not in _NOT_FORWARDED}
+        if resp.status_code >= 400 and "json" not in resp.headers.get("content-type", ""):
+            shaped = router_error(resp.status_code, resp.headers.get("content-type"),
+                                  await resp.aread())
+            await resp.aclose()
+            return Response(shaped, status_code=resp.status_code,
+                            media_type="application/json")
         return StreamingResponse(resp.aiter_raw(), status_code=resp.status_code,
                                  headers=kept, background=BackgroundTask(resp.aclose))
 
@@ -139,7 +225,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--router", required=True, help="the router's base URL")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--classes-from", default=None, metavar="URL",
+                   help="a replica whose /server_info gives the fleet's SLO classes, so the "
+                   "front refuses a bad SLO as the replicas would, naming the field the "
+                   "client sent (fleet-cpu passes its first replica)")
     args = p.parse_args(argv)
+    if args.classes_from:
+        import httpx
+
+        adopt_classes(httpx.get(args.classes_from.rstrip("/") + "/server_info",
+                                timeout=60).json())  # and the served model's name
     uvicorn.run(app(args.router.rstrip("/")), host=args.host, port=args.port,
                 log_level="warning")
     return 0

@@ -7,8 +7,9 @@ scheduler unchanged). A refused request gets its 4xx before anything is queued.
 
 AROUND hooks (plugin.register): ``http_server.serve_generate_request`` for /generate,
 ``OpenAIServingBase.handle_request`` for /v1/chat/completions and /v1/completions,
-``http_server._setup_and_run_http_server``, which puts ``contract.ContractGate`` in
-front of SGLang's app before it starts, and ``build_server_info`` for /server_info. The
+``http_server._wait_and_warmup``, whose requests the metrics leave out,
+``http_server._setup_and_run_http_server``, which puts ``contract.ContractGate`` and
+``error_shape.OpenAIErrors`` in front of SGLang's app before it starts, and ``build_server_info`` for /server_info. The
 classes are ``slo.configured_classes()``, which the worker reads too, so both sides agree.
 On a server not running ADASERVE every hook passes the request through untouched:
 installing adaserve must not change plain SGLang.
@@ -16,12 +17,14 @@ installing adaserve must not change plain SGLang.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 from adaserve.server.slo_classes import request_slo
 from adaserve.server.slo_value import SLOError
 from adaserve.sglang import contract
 from adaserve.sglang.contract import ContractError
+from adaserve.sglang.error_shape import OpenAIErrors
 from adaserve.sglang.slo import adaserve_selected, configured_classes
 from adaserve.sglang.tracestate import slo_headers
 
@@ -49,14 +52,34 @@ def _slo_mapping(checked) -> dict | None:
     return None if checked.slo is None else checked.slo.as_mapping()
 
 
+# set while SGLang's start-up warm-up runs (``warmup_hook``): its /generate is the server's
+# own, not a client's
+_WARMING = threading.Event()
+
+
+def warmup_hook(original, *args, **kwargs):
+    """``_wait_and_warmup`` (the thread that warms the server up once it listens): the
+    requests sent while it runs are marked as the server's own. Hooked there, not on
+    ``_execute_server_warmup``, which it takes as a default argument bound at import."""
+    _WARMING.set()
+    try:
+        return original(*args, **kwargs)
+    finally:
+        _WARMING.clear()
+
+
 async def generate_hook(original, obj, request):
     """/generate: the contract on the body, then every sampling_params of the (possibly
-    batched) request gets its SLO."""
+    batched) request gets its SLO. During the start-up warm-up a request is the server's
+    own and is not logged in the metrics (``log_metrics``, as SGLang marks its health
+    checks), so a fresh server's per-class counters start at zero."""
     from fastapi.responses import ORJSONResponse
     from sglang.srt.entrypoints.http_server import get_global_state
 
     if not adaserve_selected(getattr(get_global_state().tokenizer_manager, "server_args", None)):
         return await original(obj, request)
+    if _WARMING.is_set():
+        obj.log_metrics = False
     try:
         top, items = contract.generate(await request.json())
         params = obj.sampling_params
@@ -67,7 +90,7 @@ async def generate_hook(original, obj, request):
                                                         "sampling_params.custom_params")}
                 for p, item in zip(params if many else [params], items)]
     except ContractError as e:
-        return ORJSONResponse(status_code=e.status, content=e.generate_body())
+        return ORJSONResponse(status_code=e.status, content=e.body())
     obj.sampling_params = done if many else done[0]
     return await original(obj, request)
 
@@ -86,7 +109,9 @@ async def openai_hook(original, self, request, raw_request):
         request.custom_params = resolved(_slo_mapping(checked), checked.custom_params,
                                          raw_request.headers, "custom_params")
     except ContractError as e:
-        return self.create_error_response(e.message, status_code=e.status, param=e.param)
+        from fastapi.responses import ORJSONResponse
+
+        return ORJSONResponse(status_code=e.status, content=e.body())
     return await original(self, request, raw_request)
 
 
@@ -97,6 +122,7 @@ def serve_hook(original, server_args, *args, **kwargs):
         from sglang.srt.entrypoints.http_server import app
 
         app.add_middleware(contract.ContractGate)
+        app.add_middleware(OpenAIErrors)  # outermost: SGLang's and the hooks' errors too
     return original(server_args, *args, **kwargs)
 
 

@@ -29,6 +29,7 @@ from adaserve.sglang.names import (
     SERVER_INFO,
     SGLANG_VERSION,
     TRITON_METADATA,
+    WARMUP,
 )
 
 _registered = False
@@ -51,7 +52,8 @@ def register() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    from adaserve.sglang.http import generate_hook, openai_hook, serve_hook, server_info_hook
+    from adaserve.sglang.http import (generate_hook, openai_hook, serve_hook, server_info_hook,
+                                      warmup_hook)
     from adaserve.sglang.ragged import triton_metadata_hook
     from adaserve.sglang.report import openai_response_hook, report_hook
     from adaserve.sglang.server_args import need_hidden_states_hook
@@ -66,6 +68,7 @@ def register() -> None:
     HookRegistry.register(GENERATE, generate_hook, HookType.AROUND)
     HookRegistry.register(OPENAI, openai_hook, HookType.AROUND)
     HookRegistry.register(SERVE, serve_hook, HookType.AROUND)
+    HookRegistry.register(WARMUP, warmup_hook, HookType.AROUND)
     HookRegistry.register(SERVER_INFO, server_info_hook, HookType.AROUND)
     HookRegistry.register(REPORT, report_hook, HookType.AROUND)
     HookRegistry.register(CHAT_RESPONSE, openai_response_hook, HookType.AROUND)

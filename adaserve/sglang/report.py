@@ -12,7 +12,8 @@ report out; ``openai_response_hook`` (AROUND the chat and completion builders) p
 the top level of a non-streaming body, where the embedded server puts it. (Their streamed
 chunks do not carry it yet; /generate's do, in ``meta_info``.)
 
-With ``--enable-metrics`` the same hook records the request in the per-class SLO metrics
+With ``--enable-metrics`` the same hook records a client's request (not SGLang's health
+checks or its start-up warm-up: ``log_metrics`` False) in the per-class SLO metrics
 (``adaserve.server.slo_metrics``, DESIGN.md "Metrics"), which SGLang's ``/metrics`` then
 shows beside its own: SGLang runs prometheus_client in multiprocess mode, and every
 process's metrics land in its PROMETHEUS_MULTIPROC_DIR.
@@ -79,7 +80,9 @@ def report_hook(original, self, meta_info, recv_obj, i):
                         int(verify[i]) if verify is not None and len(verify) > i else 0,
                         ts.created_time, ts.first_token_time, ts.finished_time)
     meta_info.update(report)
-    if getattr(self, "enable_metrics", False):
+    # SGLang's own rule for its metrics: health checks (and, marked by http.generate_hook,
+    # the start-up warm-up) are not clients' requests
+    if getattr(self, "enable_metrics", False) and getattr(state.obj, "log_metrics", True):
         metrics, default_class = _metrics()
         ms = lambda v: None if v is None else v / 1e3  # noqa: E731
         metrics.observe(report["slo_class"] or default_class, report["slo_attained"], tokens,

@@ -138,3 +138,72 @@ async def _through_the_front(asgi, rec: Recorder) -> None:
         assert len(rec.seen) == 1  # refused before the router
         r = await c.get("/readiness")
         assert r.status_code == 200 and r.json()["tracestate"] is None
+
+
+@pytest.fixture
+def fleet_classes(monkeypatch):
+    """The front holding a replica's classes (as `--classes-from` gives them), undone
+    after the test."""
+    from adaserve.sglang.front import adopt_classes
+    from adaserve.sglang.slo import configured_classes
+
+    for name in ("ADASERVE_SLO_CLASSES", "ADASERVE_DEFAULT_CLASS", "ADASERVE_BASELINE_MS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("os.environ", dict(__import__("os").environ))
+    adopt_classes({"slo_classes": [{"name": "urgent", "tpot_ms": 30.0, "spec": "x1"},
+                                   {"name": "best-effort", "tpot_ms": None, "spec": ""}],
+                   "default_slo_class": "urgent"})
+    yield configured_classes()
+    configured_classes.cache_clear()
+
+
+def test_the_front_refuses_at_the_door_naming_the_field_as_sent(fleet_classes):
+    from adaserve.sglang.front import door_refusal
+
+    classes, default = fleet_classes
+    assert set(classes) == {"urgent", "best-effort"} and default == "urgent"
+    assert classes["urgent"].tpot_ms == 30.0
+    js = {"content-type": "application/json"}
+    chat = lambda **kw: json.dumps({"messages": [{"role": "user", "content": "hi"}],  # noqa: E731
+                                    **kw}).encode()
+    cases = [
+        (chat(slo={"tpot_ms": -1}), js, 400, "slo.tpot_ms"),  # a replica could only say the header
+        (chat(slo={"class": "gold"}), js, 400, "slo.class"),
+        (chat(custom_params={"slo_class": "gold"}), js, 400, "custom_params.slo_class"),
+        (chat(), {**js, "X-SLO-TPOT-MS": "fast"}, 400, "X-SLO-TPOT-MS"),
+        (chat(temperature=-1), js, 400, "temperature"),
+        (b'{"messages": [', js, 400, None),
+        (chat(), {"content-type": "text/plain"}, 415, None),
+    ]
+    for body, headers, status, param in cases:
+        err = door_refusal("POST", "/v1/chat/completions", body, headers)
+        assert err is not None and (err.status, err.param) == (status, param), (body, err)
+    assert "line 1 column 15" in door_refusal("POST", "/v1/chat/completions",
+                                              b'{"messages": [', js).message
+    # what a replica must judge, or nothing to judge: passed on
+    assert door_refusal("POST", "/v1/chat/completions", chat(slo={"class": "urgent"}), js) \
+        is None
+    assert door_refusal("GET", "/v1/models", b"", {}) is None
+    assert door_refusal("POST", "/v1/chat/completions", chat(max_tokens=10 ** 6), js) is None
+
+
+def test_an_openai_body_without_a_model_gets_one_for_the_router():
+    from adaserve.sglang.front import with_model
+
+    sent = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+    assert json.loads(with_model("/v1/chat/completions", sent))["model"]
+    named = json.dumps({"model": "m", "prompt": "hi"}).encode()
+    assert with_model("/v1/completions", named) == named  # the client's own is kept
+    assert with_model("/generate", sent) == sent  # SGLang's native route has no model
+    assert with_model("/v1/completions", b"{not json") == b"{not json"  # the gate's to refuse
+
+
+def test_the_routers_plain_text_errors_leave_in_openais_shape():
+    from adaserve.sglang.front import router_error
+
+    body = json.loads(router_error(422, "text/plain", b"missing field `model`"))
+    assert body == {"error": {"message": "the router: missing field `model`",
+                              "type": "invalid_request_error", "param": None, "code": None}}
+    assert router_error(503, None, b"")  # an empty body still says something
+    assert router_error(400, "application/json", b"{}") is None  # shaped upstream
+    assert router_error(200, "text/plain", b"ok") is None

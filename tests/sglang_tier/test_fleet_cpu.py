@@ -89,6 +89,18 @@ def fleet(tmp_path_factory):
     f.stop()
 
 
+def test_a_fresh_fleet_counts_no_request_of_its_own(fleet):
+    """Before any client: SGLang's start-up warm-up (a /generate of 8 tokens) and the
+    fleet's readiness checks (/health_generate, a token each) are not in the replicas'
+    per-class counters."""
+    for k in range(2):  # one more health generation each, now that metrics are up
+        assert httpx.get(fleet.replicas[k]["url"] + "/health_generate", timeout=120) \
+            .status_code == 200
+    counted = [sum(fleet.served(c)[k] for c in ("urgent", "relaxed", "best-effort", "custom"))
+               for k in range(2)]
+    assert counted == [0.0, 0.0], counted
+
+
 def _one_more_on_one_replica(before: list[float], after: list[float]) -> bool:
     return sorted(a - b for a, b in zip(after, before)) == [0.0, 1.0]
 
@@ -161,6 +173,31 @@ def test_bad_slo_is_a_400_through_the_router(fleet, route, headers, body):
     r = httpx.post(fleet.url + route, headers=headers, json=body, timeout=120)
     assert r.status_code == 400, r.text
     assert "slo" in r.text.lower() or "tpot" in r.text.lower(), r.text
+    assert fleet.generate(fleet.url, PROMPTS[0], max_new_tokens=2).status_code == 200
+
+
+def test_the_contract_table_gets_one_answer_from_a_replica_and_the_fleet(fleet):
+    """contract_table.py's rows, sent to one replica directly and through the front and
+    the router: the same status, SLO or refused field (named as the client sent it, though
+    past the front the body's SLO rides on tracestate) and OpenAI's error shape
+    (test_contract.py holds the replica to the embedded server with the same table, the
+    context rows too)."""
+    from contract_table import CONTEXT_ROWS, TABLE, outcome, send
+
+    one = fleet.replicas[0]["url"]
+    differ, seen = [], {}
+    for name, route, body, headers in TABLE:
+        if name in CONTEXT_ROWS:  # the replicas take the model's 8,192 tokens
+            continue
+        direct, through = (outcome(route, send(url, route, body, headers), name)
+                           for url in (one, fleet.url))
+        seen[name] = through
+        if direct != through:
+            differ.append((name, direct, through))
+    assert not differ, json.dumps(differ, indent=1)
+    assert seen["body-unknown-class"][:3] == (400, "param", "slo.class")
+    assert seen["body-negative"][:3] == (400, "param", "slo.tpot_ms")
+    assert seen["header-class"][:2] == (200, "urgent")
     assert fleet.generate(fleet.url, PROMPTS[0], max_new_tokens=2).status_code == 200
 
 

@@ -30,11 +30,12 @@ CHILD = textwrap.dedent('''
 
     tm.get_spec = lambda: SimpleNamespace(speculative_num_draft_tokens=4)
 
-    def finish(rid, custom, tokens, tpot_s, enable=True):
+    def finish(rid, custom, tokens, tpot_s, enable=True, log=True):
         ts = APIServerReqTimeStats()
         ts.created_time, ts.first_token_time = 10.0, 10.2
         ts.finished_time = 10.2 + (tokens - 1) * tpot_s
-        obj = GenerateReqInput(text="hi", sampling_params={"custom_params": custom})
+        obj = GenerateReqInput(text="hi", sampling_params={"custom_params": custom},
+                               log_metrics=log)
         st = tm.ReqState(out_list=[], finished=True, event=asyncio.Event(), obj=obj,
                          time_stats=ts)
         me = SimpleNamespace(rid_to_state={rid: st}, enable_metrics=enable,
@@ -53,6 +54,7 @@ CHILD = textwrap.dedent('''
     finish("d", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 7, 0.1)
     finish("e", {"slo_class": "best-effort"}, 9, 1.0)
     finish("f", urgent, 100, 0.01, enable=False)  # a server without --enable-metrics
+    finish("g", urgent, 100, 0.01, log=False)  # a health check, or the start-up warm-up
 
     app = FastAPI()
     add_prometheus_middleware(app)
