@@ -47,8 +47,23 @@ def test_free_ports_on_request():
     assert len(set(ports)) == 2 and all(p > 0 for p in ports)
 
 
-def test_without_sglang_it_says_where_to_run_it(capsys):
+def test_without_a_baseline_it_names_the_flag_before_starting_anything(capsys, monkeypatch):
+    from adaserve.sglang.cpu.fleet import baseline_missing
+
+    for name in ("ADASERVE_BASELINE_MS", "ADASERVE_SLO_CLASSES"):
+        monkeypatch.delenv(name, raising=False)
     assert main(["sglang", "fleet-cpu", "--replicas", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "-- --baseline-ms 80" in err and "--slo-classes urgent=60" in err
+    assert baseline_missing(parse("--", "--baseline-ms", "80")) is None
+    assert baseline_missing(parse("--", "--slo-classes", "urgent=60,best-effort")) is None
+    assert baseline_missing(parse("--", "--slo-classes", "urgent=x1")) is not None
+    monkeypatch.setenv("ADASERVE_BASELINE_MS", "80")
+    assert baseline_missing(parse()) is None
+
+
+def test_without_sglang_it_says_where_to_run_it(capsys):
+    assert main(["sglang", "fleet-cpu", "--replicas", "2", "--", "--baseline-ms", "80"]) == 2
     assert "not installed in this Python" in capsys.readouterr().err
     assert main(["sglang", "fleet-cpu", "--replicas", "0"]) == 2
     assert "--replicas must be >= 1" in capsys.readouterr().err

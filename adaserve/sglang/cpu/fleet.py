@@ -183,10 +183,36 @@ def check(args: argparse.Namespace) -> str | None:
     """Why the fleet cannot start here, or None."""
     if args.replicas < 1:
         return f"--replicas must be >= 1, got {args.replicas}"
+    why = baseline_missing(args)
+    if why is not None:
+        return why
     for mod, what in (("sglang", "sglang"), ("sglang_router", "sglang-router")):
         if importlib.util.find_spec(mod) is None:
             return (f"{what} is not installed in this Python ({sys.executable}); run it from "
                     "SGLang's environment, e.g. .venv-sglang/bin/adaserve (docs/fleet.md)")
+    return None
+
+
+def baseline_missing(args: argparse.Namespace) -> str | None:
+    """Why the replicas would refuse to start for want of a baseline, naming the flags that
+    fix it, or None. The default classes are multiples of the target's plain decode step,
+    which a replica does not measure; without this each replica died at start-up naming
+    only environment variables."""
+    from adaserve.server.slo_classes import DEFAULT_CLASSES, parse_classes
+
+    extra = list(args.replica_args or [])
+    flags = dict(zip(extra, extra[1:]))
+    if "--baseline-ms" in flags or os.environ.get("ADASERVE_BASELINE_MS"):
+        return None
+    spec = flags.get("--slo-classes") or os.environ.get("ADASERVE_SLO_CLASSES", DEFAULT_CLASSES)
+    try:
+        parse_classes(spec, None)
+    except ValueError:
+        return ("the replicas' SLO classes are multiples of the baseline latency, and no "
+                "baseline was given: add one after the dashes, e.g. `adaserve sglang "
+                "fleet-cpu --replicas 2 -- --baseline-ms 80` (SGLang's plain decode step on "
+                "this machine: docs/sglang.md), or give the classes in ms, "
+                "`-- --slo-classes urgent=60,relaxed=400,best-effort`")
     return None
 
 
