@@ -21,7 +21,9 @@ from types import FunctionType
 
 from adaserve.sglang.names import (
     CHAT_RESPONSE,
+    CHAT_STREAM,
     COMPLETION_RESPONSE,
+    COMPLETION_STREAM,
     GENERATE,
     HIDDEN,
     OPENAI,
@@ -49,6 +51,8 @@ TARGETS = {
     "response report": REPORT,
     "chat response report": CHAT_RESPONSE,
     "completion response report": COMPLETION_RESPONSE,
+    "chat stream report": CHAT_STREAM,
+    "completion stream report": COMPLETION_STREAM,
     "standalone hidden states": HIDDEN,
     "ragged verify: triton target-verify metadata": TRITON_METADATA,
     "ragged verify: SGLang's verify step": "sglang.srt.speculative.eagle_worker_common"

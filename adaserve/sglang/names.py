@@ -19,3 +19,7 @@ CHAT_RESPONSE = ("sglang.srt.entrypoints.openai.serving_chat.OpenAIServingChat"
 COMPLETION_RESPONSE = ("sglang.srt.entrypoints.openai.serving_completions"
                        ".OpenAIServingCompletion._build_completion_response")
 SERVER_INFO = "sglang.srt.utils.common.build_server_info"
+CHAT_STREAM = ("sglang.srt.entrypoints.openai.serving_chat.OpenAIServingChat"
+               "._generate_chat_stream")
+COMPLETION_STREAM = ("sglang.srt.entrypoints.openai.serving_completions"
+                     ".OpenAIServingCompletion._generate_completion_stream")

@@ -19,7 +19,9 @@ log = logging.getLogger("adaserve.sglang")
 from adaserve.sglang.names import (
     ALGORITHM,
     CHAT_RESPONSE,
+    CHAT_STREAM,
     COMPLETION_RESPONSE,
+    COMPLETION_STREAM,
     GENERATE,
     HIDDEN,
     OPENAI,
@@ -55,7 +57,7 @@ def register() -> None:
     from adaserve.sglang.http import (generate_hook, openai_hook, serve_hook, server_info_hook,
                                       warmup_hook)
     from adaserve.sglang.ragged import triton_metadata_hook
-    from adaserve.sglang.report import openai_response_hook, report_hook
+    from adaserve.sglang.report import openai_response_hook, report_hook, stream_report_hook
     from adaserve.sglang.server_args import need_hidden_states_hook
     from adaserve.sglang.spec import AdaServeSpec, worker_class
     from adaserve.sglang.worker import organize_hook  # imports SGLang's EAGLE workers
@@ -73,6 +75,8 @@ def register() -> None:
     HookRegistry.register(REPORT, report_hook, HookType.AROUND)
     HookRegistry.register(CHAT_RESPONSE, openai_response_hook, HookType.AROUND)
     HookRegistry.register(COMPLETION_RESPONSE, openai_response_hook, HookType.AROUND)
+    HookRegistry.register(CHAT_STREAM, stream_report_hook, HookType.AROUND)
+    HookRegistry.register(COMPLETION_STREAM, stream_report_hook, HookType.AROUND)
     HookRegistry.register(HIDDEN, need_hidden_states_hook, HookType.AROUND)
     # passes every forward through but ADASERVE's ragged verify (ragged.py)
     HookRegistry.register(TRITON_METADATA, triton_metadata_hook, HookType.AROUND)

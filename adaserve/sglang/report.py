@@ -9,8 +9,12 @@ resolved), its time stats (first token, finish) and the verify count.
 
 On the OpenAI routes SGLang builds its own response from ``meta_info`` and leaves the
 report out; ``openai_response_hook`` (AROUND the chat and completion builders) puts it at
-the top level of a non-streaming body, where the embedded server puts it. (Their streamed
-chunks do not carry it yet; /generate's do, in ``meta_info``.)
+the top level of a non-streaming body, where the embedded server puts it. Streamed,
+``stream_report_hook`` (AROUND the chat and completion stream generators) puts it at the
+top level of the chunk with the ``finish_reason`` and of the usage chunk, as the embedded
+server does: the report is kept by request id when the request finishes (``report_hook``
+runs before the stream sees its last output) and the chunk's ``id`` is that request id.
+/generate's stream carries it in ``meta_info``.
 
 With ``--enable-metrics`` the same hook records a client's request (not SGLang's health
 checks or its start-up warm-up: ``log_metrics`` False) in the per-class SLO metrics
@@ -21,6 +25,8 @@ process's metrics land in its PROMETHEUS_MULTIPROC_DIR.
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from functools import lru_cache
 
@@ -65,6 +71,50 @@ def openai_response_hook(original, self, request, ret, created):
     return ORJSONResponse({**response.model_dump(), **report})
 
 
+# the report of each finished request, by request id, for its stream's last chunks; a
+# non-streamed request's is never taken, so the oldest go past the bound
+_FINISHED: OrderedDict[str, dict] = OrderedDict()
+_KEPT = 4096
+
+
+def _keep(rid: str, report: dict) -> None:
+    _FINISHED[rid] = report
+    while len(_FINISHED) > _KEPT:
+        _FINISHED.popitem(last=False)
+
+
+def with_report(chunk: str) -> str:
+    """An SSE chunk of SGLang's OpenAI stream, with the SLO report of its request at the
+    top level when it is the finish chunk (a choice with a finish_reason) or the usage
+    chunk (no choices); other chunks, and any chunk whose request left no report, as they
+    came."""
+    if not chunk.startswith("data: {"):
+        return chunk
+    try:
+        doc = json.loads(chunk[len("data: "):])
+    except ValueError:
+        return chunk
+    choices = doc.get("choices")
+    last = choices == [] and doc.get("usage") is not None
+    if not (last or any(isinstance(c, dict) and c.get("finish_reason") for c in choices or [])):
+        return chunk
+    report = _FINISHED.get(str(doc.get("id")))
+    if report is None:
+        return chunk
+    if last:
+        _FINISHED.pop(str(doc.get("id")), None)
+    return f"data: {json.dumps({**doc, **report})}\n\n"
+
+
+async def stream_report_hook(original, self, adapted_request, request, raw_request):
+    """SGLang's chat or completion stream, its finish and usage chunks carrying the SLO
+    report."""
+    chunks = original(self, adapted_request, request, raw_request)
+    ours = adaserve_selected(self.tokenizer_manager.server_args)
+    async for chunk in chunks:
+        yield with_report(chunk) if ours and isinstance(chunk, str) else chunk
+
+
 def report_hook(original, self, meta_info, recv_obj, i):
     original(self, meta_info, recv_obj, i)
     if not adaserve_selected(self.server_args):  # another algorithm's server: not ours
@@ -80,6 +130,7 @@ def report_hook(original, self, meta_info, recv_obj, i):
                         int(verify[i]) if verify is not None and len(verify) > i else 0,
                         ts.created_time, ts.first_token_time, ts.finished_time)
     meta_info.update(report)
+    _keep(str(recv_obj.rids[i]), {k: report[k] for k in FIELDS})
     # SGLang's own rule for its metrics: health checks (and, marked by http.generate_hook,
     # the start-up warm-up) are not clients' requests
     if getattr(self, "enable_metrics", False) and getattr(state.obj, "log_metrics", True):

@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adaserve.sglang.cpu.fleet import FleetProcess, group_alive
+from adaserve.sglang.cpu.fleet import FleetProcess, group_alive, shared_memory_of
 from adaserve.sglang.cpu.process import free_port
 
 pytestmark = pytest.mark.slow
@@ -233,6 +233,22 @@ def test_streaming_through_the_fleet_matches_and_reports(fleet):
     assert last["meta_info"]["slo_class"] == "urgent"
 
 
+def test_an_openai_stream_through_the_fleet_ends_with_the_report(fleet):
+    """The openai client, through the front and the router, the SLO in the body: the
+    finish chunk and the usage chunk carry the replica's report."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=fleet.url + "/v1", api_key="none", timeout=600)
+    chunks = list(client.chat.completions.create(
+        model="default", messages=[{"role": "user", "content": "Say hello."}], max_tokens=6,
+        temperature=0, stream=True, stream_options={"include_usage": True},
+        extra_body={"slo": {"class": "urgent"}}))
+    finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finish) == 1 and finish[0].model_extra["slo_class"] == "urgent", chunks
+    assert chunks[-1].usage.completion_tokens > 0
+    assert chunks[-1].model_extra["slo_class"] == "urgent"
+
+
 def test_round_robin_uses_both_replicas(fleet):
     before = fleet.served("best-effort")
     for p in PROMPTS[:4]:
@@ -288,6 +304,9 @@ def test_a_killed_replica_fails_only_its_requests(fleet):
 
 def test_stopping_the_fleet_stops_every_part(tmp_path_factory, fleet):
     pids = [ln["pid"] for ln in fleet.parts]  # replicas, router, front
+    shm = shared_memory_of(pids)  # what the parts have mapped from /dev/shm
     fleet.stop()
     assert fleet.proc.returncode == 0, fleet.out.read_text()[-2000:]
     assert not any(group_alive(pid) for pid in pids)  # each part leads its own group
+    assert shm, "the replicas map no shared memory: the check below would be empty"
+    assert not [p for p in shm if p.exists()]  # nothing left in /dev/shm

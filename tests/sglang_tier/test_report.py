@@ -80,3 +80,25 @@ def test_openai_bodies_carry_the_report_where_the_embedded_server_puts_it():
     assert {k: body[k] for k in meta if k != "id"} == {k: v for k, v in meta.items() if k != "id"}
     plain = openai_response_hook(build, serving("STANDALONE"), None, [{"meta_info": meta}], 7)
     assert isinstance(plain, ChatCompletionResponse)  # another server's body, untouched
+
+
+def test_a_stream_carries_the_report_on_its_finish_and_usage_chunks():
+    from adaserve.sglang import report as rep
+
+    rep._keep("r1", {"slo_class": "urgent", "slo_tpot_ms": 50.0, "tpot_ms": 40.0,
+                     "ttft_ms": 90.0, "slo_attained": True, "accepted_tokens_per_step": 1.5})
+    sse = lambda doc: f"data: {json.dumps(doc)}\n\n"  # noqa: E731
+    mid = sse({"id": "r1", "choices": [{"index": 0, "delta": {"content": "a"},
+                                        "finish_reason": None}]})
+    assert rep.with_report(mid) == mid  # a chunk before the end: as it came
+    done = json.loads(rep.with_report(sse({"id": "r1", "choices": [
+        {"index": 0, "delta": {}, "finish_reason": "length"}]}))[6:])
+    assert done["slo_class"] == "urgent" and done["slo_attained"] is True
+    usage = json.loads(rep.with_report(sse({"id": "r1", "choices": [],
+                                             "usage": {"completion_tokens": 8}}))[6:])
+    assert usage["tpot_ms"] == 40.0 and usage["usage"]["completion_tokens"] == 8
+    # the usage chunk is the last: the report is let go; an unknown request is left alone
+    assert "r1" not in rep._FINISHED
+    other = sse({"id": "r2", "choices": [{"index": 0, "finish_reason": "stop"}]})
+    assert rep.with_report(other) == other
+    assert rep.with_report("data: [DONE]\n\n") == "data: [DONE]\n\n"

@@ -117,6 +117,36 @@ def test_streaming_matches_and_reports(ada, plain_outputs):
     assert meta["slo_class"] == "urgent" and meta["tpot_ms"] > 0
 
 
+@pytest.mark.parametrize("route", ["chat", "completion"])
+def test_openai_streams_end_with_the_slo_report_read_by_the_openai_client(ada, route):
+    """As on the embedded server: the chunk with the finish_reason carries the report, and
+    with include_usage the usage chunk (no choices) carries it again."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=ada.url + "/v1", api_key="none", timeout=600)
+    kw = dict(model="default", max_tokens=8, temperature=0, stream=True,
+              extra_headers={"X-SLO-Class": "urgent"})
+    for usage in (False, True):
+        opts = {"stream_options": {"include_usage": True}} if usage else {}
+        if route == "chat":
+            stream = client.chat.completions.create(
+                messages=[{"role": "user", "content": "Say hello."}], **kw, **opts)
+        else:
+            stream = client.completions.create(prompt="Hello, my name is", **kw, **opts)
+        chunks = list(stream)
+        finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+        assert len(finish) == 1, chunks
+        report = finish[0].model_extra
+        assert report["slo_class"] == "urgent" and report["tpot_ms"] > 0, report
+        assert report["slo_attained"] in (True, False) and report["ttft_ms"] > 0
+        tail = [c for c in chunks if not c.choices]
+        if usage:
+            assert len(tail) == 1 and tail[0].usage.completion_tokens > 0
+            assert tail[0].model_extra["slo_class"] == "urgent"
+        else:
+            assert not tail and all(c.usage is None for c in chunks)
+
+
 def test_slo_annotated_chat(ada):
     r = httpx.post(ada.url + "/v1/chat/completions", timeout=600,
                    headers={"X-SLO-Class": "urgent"}, json={

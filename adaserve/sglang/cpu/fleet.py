@@ -21,10 +21,12 @@ process group (SGLang spawns a scheduler and a detokenizer per replica).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -98,6 +100,29 @@ class Part:
         Returns once the group's processes have exited (SGLang's scheduler and detokenizer
         outlive the server's main process by a moment)."""
         stop_group(self.proc, 30.0)
+
+
+def shared_memory_of(pgids: list[int]) -> set[Path]:
+    """The /dev/shm files the processes of these process groups have mapped (their
+    multiprocessing semaphores and shared buffers). SGLang's processes leave their
+    semaphores behind when stopped (a fleet left a dozen ``sem.mp-*`` per run); read from
+    /proc/<pid>/maps while they run, so the fleet removes only its own."""
+    import psutil
+
+    found: set[Path] = set()
+    wanted = set(pgids)
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) not in wanted:
+                continue
+            with open(f"/proc/{p.pid}/maps") as maps:
+                for line in maps:
+                    path = line.rstrip("\n").split(maxsplit=5)[-1]
+                    if path.startswith("/dev/shm/"):
+                        found.add(Path(path.removesuffix(" (deleted)")))
+        except (OSError, ProcessLookupError, psutil.Error):
+            pass
+    return found
 
 
 def group_alive(pgid: int) -> bool:
@@ -260,6 +285,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"adaserve sglang fleet-cpu: {why}", file=sys.stderr)
         return 2
     logdir = args.log_dir or Path(tempfile.mkdtemp(prefix="adaserve-fleet-"))
+    clean = False  # a stop asked for (Ctrl-C, SIGTERM), not a part that failed
     logdir.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _interrupt)
     parts: list[Part] = []
@@ -309,13 +335,24 @@ def main(args: argparse.Namespace) -> int:
                                   "code": part.proc.returncode}), flush=True)
         return 1
     except KeyboardInterrupt:
+        clean = True
         return 0
     except (RuntimeError, TimeoutError) as e:
         print(f"adaserve sglang fleet-cpu: {e}", file=sys.stderr)
         return 1
     finally:
+        shm = shared_memory_of([p.proc.pid for p in parts])
         for part in reversed(parts):  # front and router first: nothing reaches a stopping replica
             part.stop()
+        for path in shm:  # what the parts' processes left behind (their semaphores)
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if args.log_dir is None:  # the logs of a temporary directory go with a clean stop
+            if clean:
+                shutil.rmtree(logdir, ignore_errors=True)
+            else:
+                print(f"adaserve sglang fleet-cpu: the parts' logs are kept in {logdir}",
+                      file=sys.stderr)
 
 
 class FleetProcess:
