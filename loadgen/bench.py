@@ -22,13 +22,13 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from adaserve.loadgen.extend import done, load_prior, ordered, settings
 from adaserve.loadgen.options import add_mix_draw_args
+from adaserve.loadgen.points import Point, points, slo_classes  # noqa: F401 (bench.Point)
 from adaserve.loadgen.run import machine
 from adaserve.loadgen.serve_process import ServeProcess
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
@@ -132,27 +132,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
     sim.add_argument("--prompt-tokens", choices=["tokenizer", "estimate"], default="tokenizer",
                      help="how prompts are counted without a server: the default model's "
                           "tokenizer (as the server counts), or 30 + 1.2 per word")
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    label: str  # what varies, e.g. "0.5" (rate) or "0.8" (scale)
-    rate: float
-    urgent: float  # -1: the mix's own
-    urgent_scale: float  # urgent SLO as a multiple of the baseline
-
-
-def points(args: argparse.Namespace) -> list[Point]:
-    if args.experiment == "rate":
-        return [Point(r, float(r), -1.0, 1.0) for r in args.rates.split(",")]
-    if args.experiment == "urgent":
-        return [Point(u, args.rate, float(u), 1.0) for u in args.urgent.split(",")]
-    return [Point(s, args.rate, -1.0, float(s)) for s in args.scales.split(",")]
-
-
-def slo_classes(urgent_scale: float) -> str:
-    """The sweep's classes, as `adaserve serve --slo-classes` takes them."""
-    return f"urgent=x{urgent_scale:g},moderate=x2.4,relaxed=x8,best-effort"
 
 
 def start_server(policy: str, urgent_scale: float, extra: str, log: Path,

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from adaserve.engine.loader import TOKEN_IDS_KEY
 from adaserve.engine.model import ModelConfig, _rope, rope_tables
+from adaserve.engine.weights import TOKEN_IDS_KEY
 
 
 class Student(nn.Module):

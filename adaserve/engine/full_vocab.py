@@ -17,7 +17,7 @@ target's -- needs every token id in the head. This writes that model:
 - the target's tokenizer files, and ``hot_tokens.pt``: the 8,192 trained ids in SGLang's
   ``--speculative-token-map`` format (a draft head cut to them: docs/sglang.md).
 
-Built once into the model cache at first use (``weights.resolve_draft``), like the target.
+Built once into the model cache at first use (``resolve_draft``), like the target.
 """
 
 from __future__ import annotations
@@ -27,9 +27,27 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from adaserve.engine.weights import (DEFAULT_DRAFT, DEFAULT_MODEL, FULL_VOCAB_DRAFT,
+                                     TOKEN_IDS_KEY, cache_root, load_config, load_state,
+                                     resolve_model)
+from adaserve.engine.weights import resolve_draft as resolve_packaged_draft
+
 HOT_TOKENS = "hot_tokens.pt"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                     "chat_template.jinja", "vocab.json", "merges.txt")
+
+
+def resolve_draft(draft: str) -> Path:
+    """FULL_VOCAB_DRAFT (exported from the packaged draft and the default target into the
+    cache on first use), else ``weights.resolve_draft``: the packaged draft or a local
+    model directory."""
+    if draft != FULL_VOCAB_DRAFT:
+        return resolve_packaged_draft(draft)
+    out = cache_root() / "models" / FULL_VOCAB_DRAFT
+    if not (out / "config.json").is_file():
+        export_full_vocab(resolve_packaged_draft(DEFAULT_DRAFT), resolve_model(DEFAULT_MODEL),
+                          out)
+    return out
 
 
 def export_full_vocab(draft_dir: Path, target_dir: Path, out: Path) -> None:
@@ -39,8 +57,6 @@ def export_full_vocab(draft_dir: Path, target_dir: Path, out: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from adaserve.engine.loader import TOKEN_IDS_KEY
-    from adaserve.engine.weights import load_config, load_state
 
     dcfg, tcfg = load_config(draft_dir), load_config(target_dir)
     meta = dcfg.get("adaserve_draft") or {}

@@ -10,9 +10,9 @@ import torch
 from adaserve.engine import kernels
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.model import Llama, ModelConfig
-from adaserve.engine.weights import load_config, load_state, resolve_draft, resolve_model
+from adaserve.engine.full_vocab import resolve_draft
+from adaserve.engine.weights import TOKEN_IDS_KEY, load_config, load_state, resolve_model
 
-TOKEN_IDS_KEY = "adaserve.token_ids"  # [K] target ids of a draft head over a vocabulary subset
 
 
 @dataclass(frozen=True, slots=True)

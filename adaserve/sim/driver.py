@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from adaserve.engine.config import EngineConfig
@@ -160,3 +160,14 @@ def write_run(out: Path, records: Sequence[Record], ttft_slo_ms: float, meta: di
     summary = {**meta, "ttft_slo_ms": ttft_slo_ms, "rows": [asdict(r) for r in rows]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def engine_meta(setup_name: str | None, acceptance: object, setup) -> dict:
+    """What a run's summary.json records of the simulated server: the set-up's name, its
+    hardware, its acceptance model (``acceptance``, the flag, where it has no name) and
+    every other field of the SimSetup."""
+    skip = ("hardware", "acceptance", "policy", "rules")
+    return {"setup": setup_name, "hardware": setup.hardware.name,
+            "acceptance": getattr(setup.acceptance, "name", str(acceptance)),
+            **{f.name: getattr(setup, f.name) for f in fields(setup) if f.name not in skip},
+            "rules": asdict(setup.rules)}

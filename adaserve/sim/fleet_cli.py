@@ -32,9 +32,8 @@ def main(args: argparse.Namespace, setup_for: Callable, policies: Sequence[str],
          seeds: Sequence[int],
          workload: Callable, describe: str, hardware: str, baseline_ms: float) -> int:
     from adaserve.loadgen.records import summarize, summary_table
-    from adaserve.sim.driver import write_run
+    from adaserve.sim.driver import engine_meta, write_run
     from adaserve.sim.fleet import simulate_fleet
-    from adaserve.sim.cli import engine_meta
     from adaserve.sim.run import shows_progress
 
     if args.replicas < 1 or args.rate_scale < 1:
@@ -69,7 +68,7 @@ def main(args: argparse.Namespace, setup_for: Callable, policies: Sequence[str],
                         "replicas": args.replicas, "rate_scale": args.rate_scale,
                         "seed": seed, "workload": describe,
                         "baseline_latency_ms": baseline_ms,
-                        **engine_meta(args, setup_for(policy)),
+                        **engine_meta(args.setup, args.acceptance, setup_for(policy)),
                         "requests": len(reqs), "iterations": res.iterations,
                         "replica_of": {str(k): v for k, v in res.replica_of.items()},
                         "simulated_s": res.simulated_s, "wall_s": res.wall_s})

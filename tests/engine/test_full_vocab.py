@@ -13,10 +13,10 @@ from engine_helpers import PROMPTS
 
 from adaserve.distill.teacher import score_sequence
 from adaserve.engine.full_vocab import HOT_TOKENS, export_full_vocab
-from adaserve.engine.loader import TOKEN_IDS_KEY
 from adaserve.engine.weights import (
     DEFAULT_DRAFT,
     DEFAULT_MODEL,
+    TOKEN_IDS_KEY,
     load_state,
     resolve_draft,
     resolve_model,

@@ -93,7 +93,7 @@ def sglang_model_dir(model: str) -> str:
 
 
 def sglang_draft_dir(draft: str) -> str:
-    from adaserve.engine.weights import resolve_draft
+    from adaserve.engine.full_vocab import resolve_draft
 
     return str(resolve_draft(draft))
 
