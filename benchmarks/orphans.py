@@ -3,9 +3,10 @@
 A page is README.md, docs/*.md or a results page (results/**/*.md). An entry of results/
 (a file or a folder at its top level, or under results/sim/) is read when a page other
 than its own links into it, when a page's text names its path (a command, `results/x.md`),
-or when a script names it (the kept runs a page is made from); a file's data beside its page (``X.json`` or ``X.png`` next to ``X.md``) is read
-with the page. Superseded sweeps that no page names are orphans:
-remove them, or link them from the page that explains why they are kept.
+or when a script names it (the kept runs a page is made from); a file's data beside its
+page (``X.json`` or ``X.png`` next to ``X.md``) is read with the page. Superseded sweeps
+that no page names are orphans: remove them, or link them from the page that explains
+why they are kept.
 
     python benchmarks/orphans.py      # prints one orphan a line; exit 1 if any
 """
@@ -60,7 +61,9 @@ def _named_in_code() -> str:
 
 def orphans() -> list[Path]:
     code = _named_in_code()
-    texts = {p.resolve(): p.read_text(errors="replace") for p in _pages()}
+    # each page's text and the entry it belongs to, found once
+    texts = [(p.resolve(), _entry_of(p.resolve()), p.read_text(errors="replace"))
+             for p in _pages()]
     read: set[Path] = set()
     for shelf in SHELVES:
         for e in shelf.iterdir():
@@ -68,9 +71,8 @@ def orphans() -> list[Path]:
             named = str(e.relative_to(RESULTS))
             # named by a script, or by path in another page's text (a command, `results/x.md`)
             if re.search(quoted, code) or any(
-                    named in t for page, t in texts.items()
-                    if _entry_of(page) not in (e.resolve(),)
-                    and not (e.is_file() and page.stem == e.stem)):
+                    named in t for page, entry, t in texts
+                    if entry != e.resolve() and not (e.is_file() and page.stem == e.stem)):
                 read.add(e.resolve())
     for target, page in _linked():
         entry = _entry_of(target)
@@ -79,14 +81,9 @@ def orphans() -> list[Path]:
         read.add(entry)
         if entry.suffix == ".md":  # its data and plots beside it
             read.update(entry.parent.glob(entry.stem + ".*"))
-    found = []
-    for shelf in SHELVES:
-        for entry in sorted(shelf.iterdir()):
-            entry = entry.resolve()
-            if entry.name.startswith(".") or entry in read or entry in {s.resolve() for s in SHELVES}:
-                continue
-            found.append(entry)
-    return found
+    shelves = {s.resolve() for s in SHELVES}
+    return [entry for shelf in SHELVES for entry in (e.resolve() for e in sorted(shelf.iterdir()))
+            if not (entry.name.startswith(".") or entry in read or entry in shelves)]
 
 
 def main() -> int:

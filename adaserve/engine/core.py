@@ -290,8 +290,8 @@ class EngineCore:
         ``deadline_order``: the prompts still in time for their TTFT SLO first). The first
         sets the chunk width q; later ones join with up to q tokens while the rows fit, so
         padding stays small (cutting a fourth 40-token prompt to 8 tokens padded to 41 made
-        164 rows for 128 tokens, and hit a slow MKL shape besides). The last prompt token is left out: it is
-        the root of the request's first speculation."""
+        164 rows for 128 tokens, and hit a slow MKL shape besides). The last prompt token is
+        left out: it is the root of the request's first speculation."""
         budget = self.cfg.prefill_chunk
         batch: list[tuple[Request, list[int]]] = []
         width = rows = 0

@@ -57,7 +57,6 @@ def export_full_vocab(draft_dir: Path, target_dir: Path, out: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-
     dcfg, tcfg = load_config(draft_dir), load_config(target_dir)
     meta = dcfg.get("adaserve_draft") or {}
     if not meta.get("shared_embeddings"):

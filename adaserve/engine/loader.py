@@ -14,7 +14,6 @@ from adaserve.engine.full_vocab import resolve_draft
 from adaserve.engine.weights import TOKEN_IDS_KEY, load_config, load_state, resolve_model
 
 
-
 @dataclass(frozen=True, slots=True)
 class Models:
     target: Llama

@@ -244,17 +244,10 @@ def checked(path: str, body: bytes, headers: Mapping[str, str],
     """What the embedded server would refuse in a contract route's body as sent (bytes
     said to be JSON): malformed JSON or text, then ``refusal``. The gate asks it on a
     replica, the fleet's front before the router."""
-    err = _unparsed(body)
-    return err if err is not None else refusal(path, json.loads(body), headers, served)
-
-
-def _unparsed(body: bytes) -> ContractError | None:
-    """The 400 for a body that is not UTF-8 JSON, in the embedded server's words; None if
-    it parses."""
     try:
-        json.loads(body.decode("utf-8"))
+        doc = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError as e:
         return ContractError(400, not_utf8(e))
     except json.JSONDecodeError as e:
         return ContractError(400, malformed_json(e.msg, e.pos, e.doc), None, "json_invalid")
-    return None
+    return refusal(path, doc, headers, served)

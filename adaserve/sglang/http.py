@@ -9,10 +9,11 @@ AROUND hooks (plugin.register): ``http_server.serve_generate_request`` for /gene
 ``OpenAIServingBase.handle_request`` for /v1/chat/completions and /v1/completions,
 ``http_server._wait_and_warmup``, whose requests the metrics leave out,
 ``http_server._setup_and_run_http_server``, which puts ``contract.ContractGate`` and
-``error_shape.OpenAIErrors`` in front of SGLang's app before it starts, and ``build_server_info`` for /server_info. The
-classes are ``slo.configured_classes()``, which the worker reads too, so both sides agree.
-On a server not running ADASERVE every hook passes the request through untouched:
-installing adaserve must not change plain SGLang.
+``error_shape.OpenAIErrors`` in front of SGLang's app before it starts, and
+``build_server_info`` for /server_info. The classes are ``slo.configured_classes()``,
+which the worker reads too, so both sides agree. On a server not running ADASERVE every
+hook passes the request through untouched: installing adaserve must not change plain
+SGLang.
 """
 
 from __future__ import annotations

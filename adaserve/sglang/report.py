@@ -130,7 +130,7 @@ def report_hook(original, self, meta_info, recv_obj, i):
                         int(verify[i]) if verify is not None and len(verify) > i else 0,
                         ts.created_time, ts.first_token_time, ts.finished_time)
     meta_info.update(report)
-    _keep(str(recv_obj.rids[i]), {k: report[k] for k in FIELDS})
+    _keep(str(recv_obj.rids[i]), report)
     # SGLang's own rule for its metrics: health checks (and, marked by http.generate_hook,
     # the start-up warm-up) are not clients' requests
     if getattr(self, "enable_metrics", False) and getattr(state.obj, "log_metrics", True):

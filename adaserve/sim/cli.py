@@ -14,9 +14,9 @@ from pathlib import Path
 
 from adaserve.loadgen.options import add_mix_draw_args
 from adaserve.loadgen.workload import DEFAULT_MIX, MIX_DRAWS
+from adaserve.scheduler import split_specs
 from adaserve.server.slo_classes import DEFAULT_CLASSES
 from adaserve.sim.hardware import available
-from adaserve.scheduler import split_specs
 
 DESCRIPTION = """\
 Run a workload through the engine's own scheduling loop on a simulated executor: virtual

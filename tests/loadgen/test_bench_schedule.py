@@ -16,7 +16,7 @@ def test_interleaved_runs_seed_by_seed_and_reverses_the_order_every_other_seed()
                    ("a", {7}), ("b", {7}), ("c", {7})]
     # every (policy, seed) once, and each policy's mean position is the same: a linear
     # drift of the machine's speed over an even number of seeds falls on all alike
-    assert sorted((p, s) for p, (seed,) in ((p, tuple(x)) for p, x in got) for s in [seed]) \
+    assert sorted((p, s) for p, seeds in got for s in seeds) \
         == sorted((p, s) for p in "abc" for s in (5, 6, 7))
     pairs = schedule(["a", "b", "c"], [0, 1], interleave=True)
     position = {p: sum(i for i, (q, _) in enumerate(pairs) if q == p) for p in "abc"}
