@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from adaserve.scheduler.refit import OnlineFit, features
+
 
 class ForwardLatency(Protocol):
     """Seconds of one forward of ``batch_tokens`` tokens over ``context_tokens`` cached ones:
@@ -55,17 +57,24 @@ class CalibratedLatency:
     """
 
     def __init__(self, base: IterationLatency | None = None, halflife: float = 32.0,
-                 adapt: bool = True) -> None:
+                 adapt: bool = True, refit: bool = False) -> None:
         """``adapt=False``: the base's predictions as they are, never rescaled (a predictor
-        of fixed constants, as the AdaServe authors' scheduler uses)."""
+        of fixed constants, as the AdaServe authors' scheduler uses). ``refit=True`` (the
+        served engine's): the iteration's shape is refitted too, not only its scale
+        (refit.OnlineFit: measured iterations, prefill chunks apart, with the base as
+        prior); it needs a base."""
         if not (math.isfinite(halflife) and halflife > 0):
             raise ValueError(f"halflife must be a positive number of iterations, got {halflife!r}")
         if not adapt and base is None:
             raise ValueError("a non-adapting predictor needs a base model")
+        if refit and (base is None or not adapt):
+            raise ValueError("a refitted predictor needs a base model and adapt on")
         self.base, self.adapt = base, adapt
         self._decay = 0.5 ** (1.0 / halflife)
         self._measured = 0.0
         self._predicted = 0.0
+        self.fit = None if not refit else OnlineFit(
+            base.predict, _prefill_price(base))
 
     def _unit(self, context_tokens: int, draft_step_tokens: Sequence[int],
               verify_tokens: int) -> float:
@@ -82,15 +91,34 @@ class CalibratedLatency:
 
     def predict(self, context_tokens: int, draft_step_tokens: Sequence[int],
                 verify_tokens: int) -> float:
+        if self.fit is not None:
+            # a fit that extrapolates below half the profile's price is not believed
+            return max(self.fit.predict(features(context_tokens, draft_step_tokens,
+                                                 verify_tokens)),
+                       0.5 * self._unit(context_tokens, draft_step_tokens, verify_tokens))
         return self._unit(context_tokens, draft_step_tokens, verify_tokens) * self.ratio
 
     def observe(self, context_tokens: int, draft_step_tokens: Sequence[int],
-                verify_tokens: int, seconds: float) -> None:
-        """Fold in one measured iteration of the given shape."""
+                verify_tokens: int, seconds: float, prefill_tokens: int = 0) -> None:
+        """Fold in one measured iteration of the given shape; ``prefill_tokens``: the
+        prompt tokens prefilled in the same iteration (the refit prices them apart; the
+        scale factor takes them as they come)."""
         if not (math.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"seconds must be finite and >= 0, got {seconds!r}")
         if not self.adapt:
             return
+        if self.fit is not None:
+            self.fit.observe(features(context_tokens, draft_step_tokens, verify_tokens,
+                                      prefill_tokens), seconds)
         self._measured = self._decay * self._measured + seconds
         self._predicted = self._decay * self._predicted + self._unit(
             context_tokens, draft_step_tokens, verify_tokens)
+
+
+def _prefill_price(base: IterationLatency) -> float:
+    """Seconds per prompt token of a prefill chunk by the base's models: the target's and
+    the draft's per-token slope (a chunk runs through both), from 1 to 257 tokens."""
+    slope = (float(base.target.predict(0, 257)) - float(base.target.predict(0, 1))) / 256
+    if base.draft is not None:
+        slope += (float(base.draft.predict(0, 257)) - float(base.draft.predict(0, 1))) / 256
+    return max(slope, 0.0)

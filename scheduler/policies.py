@@ -271,7 +271,7 @@ class AdaServePolicy(_BudgetedPolicy):
 
     def plan(self, batch):
         base = super().plan(batch)
-        if self.depth is None or not base.speculates or not _prices_drafting(self.latency):
+        if not base.speculates or not _prices_drafting(self.latency):
             return base
         # every depth up to Eq. 8's, priced once: the floor reads their latencies and the
         # chosen one is returned as it is (the last is base's own shape)
@@ -279,9 +279,33 @@ class AdaServePolicy(_BudgetedPolicy):
                   for s in (SpecPlan(depth=k, width=base.width, budget=base.budget)
                             for k in range(1, base.depth))]
         priced.append(base)
-        floor = (need_floor(batch.tpot_slo_s, [p.t_spec_s for p in priced],
-                            self.config.rules.correction) if self.options.floor else 1)
-        return priced[self.depth.next_depth(base.depth, floor) - 1]
+        plan = base
+        if self.depth is not None:
+            floor = (need_floor(batch.tpot_slo_s, [p.t_spec_s for p in priced],
+                                self.config.rules.correction) if self.options.floor else 1)
+            plan = priced[self.depth.next_depth(base.depth, floor) - 1]
+        if self.options.pace is not None and self.config.cost_aware_depth:
+            plan = self._paced_depth(batch, plan, priced)
+        return plan
+
+    def _paced_depth(self, batch: BatchView, plan: SpecPlan, priced: list[SpecPlan]) -> SpecPlan:
+        """The plan no deeper than pacing lets any request keep: a request is cut to
+        ``pace_cap`` tokens, its root included, so no selection keeps a node deeper than
+        the largest cap less one, and drafting deeper is paid for nothing (a third of the
+        served preset's steps drafted and then verified the roots alone: docs/results.md).
+        The caps shrink with the iteration's latency, so the depth is cut until it holds
+        at its own predicted latency; cut to 0, the iteration drafts nothing. Only where
+        planning prices the draft (cost_aware_depth): with a free draft depth costs
+        nothing, and the simulated paper set-ups keep Eq. 8's."""
+        rules, pace = self.config.rules, self.options.pace
+        while plan.depth:
+            deepest = float(np.max(pace_cap(batch, plan.t_spec_s, pace, rules))) - 1.0
+            if plan.depth <= deepest:
+                return plan
+            depth = int(deepest)
+            plan = priced[depth - 1] if depth else self._priced(
+                batch, _IDLE, self._verify_tokens(batch.n, _IDLE, plan.budget))
+        return replace(plan, budget=priced[-1].budget)
 
     def _select(self, batch, plan, candidates):
         rules, opts = self.config.rules, self.options

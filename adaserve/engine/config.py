@@ -49,6 +49,10 @@ class EngineConfig:
     # None (the default): never drop.
     slo_drop_slack: int | None = None
     cost_aware_depth: bool = True  # cut Eq. 8's depth where the draft's cost outweighs it
+    # refit the iteration-latency model's shape online from measured iterations
+    # (scheduler/refit.py), not only its scale; the simulator's kept runs predate it and
+    # keep the scale alone
+    latency_refit: bool = True
     kv_cache_mb: int = 1024  # target + draft KV pools together, allocated at start-up
     max_batch: int = 32  # running requests (KV slots) at most
     max_context: int = 1024  # prompt + output tokens per request
@@ -83,6 +87,9 @@ class EngineConfig:
         if self.prefill_mode not in PREFILL_MODES:
             raise ValueError(f"prefill_mode must be one of {', '.join(PREFILL_MODES)}, "
                              f"got {self.prefill_mode!r}")
+        for name in ("cost_aware_depth", "latency_refit"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         for name in ("budget", "draft_budget", "slo_drop_slack"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):

@@ -80,7 +80,8 @@ class EngineCore:
         self.max_tree = max_tree_nodes(sched)
         # t_spec: the profile's latency model, rescaled by every measured iteration
         self.latency = latency or CalibratedLatency(
-            None if profile is None else IterationLatency(profile.target, profile.draft_model))
+            None if profile is None else IterationLatency(profile.target, profile.draft_model),
+            refit=cfg.latency_refit and profile is not None)
         self.policy = make_policy(cfg.policy, sched, self.latency)
         # A draft the policy can never ask for (B = 1: a root fills the budget) stays idle:
         # no prefill, no KV. The iteration is then incremental's, forward for forward,
@@ -230,7 +231,8 @@ class EngineCore:
         seconds = self.clock() - t0
         self.flow.iteration(seconds)
         ctx, verified = int(view.context_tokens.sum()), int(res.verified.sum())
-        self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds)
+        self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds,
+                             prefilled)
         st = IterationStats(seconds, plan.t_spec_s, len(reqs), len(self.waiting), plan.depth,
                             plan.width, verified, emitted, prefilled, ctx)
         self.stats.append(st)

@@ -19,6 +19,7 @@ from adaserve.scheduler import (
     depth_width,
     make_policy,
 )
+from adaserve.scheduler.pacing import pace_cap
 
 
 def _batch(n, tpot_ms=None, latency_s=0.0, decoded=0, context=100):
@@ -299,3 +300,40 @@ def test_a_budget_that_adapts_keeps_the_draft_live_at_b_1():
     assert not make_policy("adaserve", SchedulerConfig(budget=1, cost_aware_depth=False),
                            priced).may_draft
     assert not make_policy("global-greedy", SchedulerConfig(budget=1), priced).may_draft
+
+
+def _paced_pair(pace):
+    target = LatencyModel(alpha=0.0, gamma=3e-3, delta=0.04)
+    draft = LatencyModel(alpha=0.0, gamma=0.0, delta=0.004)
+    tracker = AcceptanceTracker(prior_alpha=0.9, prior_weight=1e9)
+    spec = f"adaserve-authors:pace={pace}"
+    return make_policy(spec, SchedulerConfig(budget=16), IterationLatency(target, draft), tracker)
+
+
+def test_pacing_is_read_at_planning_so_the_draft_runs_no_deeper_than_a_cap_keeps():
+    """A request far ahead of its SLO is cut to its root after selection; planned before
+    the fix, its tree was drafted anyway (a third of the served preset's steps)."""
+    ahead = _batch(2, tpot_ms=100.0, latency_s=1.0, decoded=39)  # 25 ms a token so far
+    assert _paced_pair("off").plan(ahead).depth > 0
+    plan = _paced_pair(0.7).plan(ahead)
+    assert not plan.speculates and plan.budget == 16
+    # a request behind its SLO: every cap is above the depth, the plan is unchanged
+    behind = _batch(2, tpot_ms=100.0, latency_s=3.0, decoded=19)
+    assert _paced_pair(0.7).plan(behind) == _paced_pair("off").plan(behind)
+    # in between, the depth is cut to the largest cap less one, and selection from the
+    # shallower tree keeps every token the deep tree's paced selection kept
+    mid = _batch(2, tpot_ms=100.0, latency_s=1.6, decoded=19)
+    deep, policy = _paced_pair("off").plan(mid), _paced_pair(0.7)
+    cut = policy.plan(mid)
+    caps = pace_cap(mid, cut.t_spec_s, 0.7, policy.config.rules)
+    assert 0 < cut.depth == int(caps.max()) - 1 < deep.depth
+    kept_deep = policy.select(mid, deep, _beam_candidates(2, deep))
+    kept_cut = policy.select(mid, cut, _beam_candidates(2, cut))
+    assert kept_cut.counts.tolist() == kept_deep.counts.tolist()
+    # where planning is cost-blind (the simulated paper set-ups) Eq. 8's depth stands
+    priced = IterationLatency(LatencyModel(alpha=0.0, gamma=3e-3, delta=0.04),
+                              LatencyModel(alpha=0.0, gamma=0.0, delta=0.004))
+    blind = [make_policy(f"adaserve-authors:pace={p}",
+                         SchedulerConfig(budget=16, cost_aware_depth=False), priced)
+             for p in ("off", 0.7)]
+    assert blind[1].plan(ahead) == blind[0].plan(ahead) and blind[1].plan(ahead).depth > 1
