@@ -102,8 +102,8 @@ def _fraction(value: str) -> float:
 
 # The presets. ``adaserve``: every option that the development set showed to help
 # (docs/scheduler.md "One AdaServe" has the ablation; budget=goodput acts only where the
-# planning is cost-aware, the served engine, and was chosen on the CPU sweep's iteration
-# logs: results/rate-default); ``adaserve-authors``: none of them.
+# planning is cost-aware, the served engine, and was chosen on the served development set,
+# results/dev-served-overload); ``adaserve-authors``: none of them.
 PRESETS: dict[str, AdaServeOptions] = {
     "adaserve": AdaServeOptions(pace=0.7, triage=True, depth="measured", floor=True,
                                 budget="goodput"),

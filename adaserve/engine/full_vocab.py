@@ -15,7 +15,7 @@ target's -- needs every token id in the head. This writes that model:
   load-generator prompts: 0.636 with these rows, 0.640 with the 8k head alone; ad hoc,
   2026-11-23, dev CPU);
 - the target's tokenizer files, and ``hot_tokens.pt``: the 8,192 trained ids in SGLang's
-  ``--speculative-token-map`` format (a draft head cut to them: docs/sglang.md).
+  ``--speculative-token-map`` format (a draft head cut to them: docs/sglang-internals.md).
 
 Built once into the model cache at first use (``resolve_draft``), like the target.
 """

@@ -23,7 +23,7 @@ changes the forward only, and everything after it keeps SGLang's [bs, N] shape:
    rows and mask through those offsets.
 
 The target's verify CUDA graphs are uniform too; ragged verify runs without them (on this
-CPU there are none). Graphs per token bucket are designed in docs/sglang.md, not built.
+CPU there are none). Graphs per token bucket are designed in docs/sglang-internals.md, not built.
 """
 
 from __future__ import annotations

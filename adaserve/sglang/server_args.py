@@ -121,7 +121,7 @@ def verify_mode(*, triton_backend: bool, verify_graphs: bool) -> tuple[str, str]
     needs the triton attention backend (the one whose target-verify metadata the plugin
     makes ragged: adaserve/sglang/ragged.py) and a target verifying without CUDA graphs
     (its graphs are captured for [batch, N]; graphs per token bucket are designed in
-    docs/sglang.md, not built). Asked for where it cannot run: ValueError."""
+    docs/sglang-internals.md, not built). Asked for where it cannot run: ValueError."""
     asked = asked_verify()
     blocker = ("the target's attention backend is not triton" if not triton_backend else
                "the target verifies with CUDA graphs, captured for the uniform layout "

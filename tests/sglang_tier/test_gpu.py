@@ -10,7 +10,7 @@ The weights are the ones `adaserve serve` converts from the packaged GGUF on fir
 (~/.cache/adaserve/models/smollm2-135m), or ADASERVE_GPU_MODEL's directory.
 
 Never run so far: no GPU machine with sglang has been available to this project (the lent
-machines cannot install packages of sglang's size). See docs/sglang.md."""
+machines cannot install packages of sglang's size). See docs/sglang-tests.md."""
 
 from __future__ import annotations
 

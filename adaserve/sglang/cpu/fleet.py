@@ -236,7 +236,7 @@ def baseline_missing(args: argparse.Namespace) -> str | None:
         return ("the replicas' SLO classes are multiples of the baseline latency, and no "
                 "baseline was given: add one after the dashes, e.g. `adaserve sglang "
                 "fleet-cpu --replicas 2 -- --baseline-ms 80` (SGLang's plain decode step on "
-                "this machine: docs/sglang.md), or give the classes in ms, "
+                "this machine: docs/sglang-cpu.md), or give the classes in ms, "
                 "`-- --slo-classes urgent=60,relaxed=400,best-effort`")
     return None
 

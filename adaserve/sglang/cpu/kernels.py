@@ -7,7 +7,7 @@ the op's name and argument order, writes its outputs in place like the op, and i
 against SGLang's own Triton kernel for the same job (tests/sglang_tier/test_cpu_kernels.py).
 They are bookkeeping over index tensors, not model compute: clear, vectorized torch.
 
-A test vehicle for the plugin, not a fast path (docs/sglang.md "SGLang on a CPU").
+A test vehicle for the plugin, not a fast path (docs/sglang-cpu.md).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ One command sets up what SGLang 0.5.23 needs on a CPU and starts its own server
   whole core of two while the server waits (measured: 107% CPU on an idle server).
 
 A test vehicle for the plugin (tests/sglang_tier/test_serve_cpu.py, results/sglang_cpu.md),
-not a fast path: see docs/sglang.md.
+not a fast path: see docs/sglang-cpu.md.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="ADASERVE_SLO_CLASSES, as `adaserve serve --slo-classes`")
     p.add_argument("--baseline-ms", type=float, default=None,
                    help="ADASERVE_BASELINE_MS: the plain decode step the x-multiple classes "
-                        "scale (SGLang on this CPU: see docs/sglang.md); required by the "
+                        "scale (SGLang on this CPU: see docs/sglang-cpu.md); required by the "
                         "default classes")
     p.add_argument("--default-class", default=None, help="ADASERVE_DEFAULT_CLASS")
     p.add_argument("--host", default="127.0.0.1", help="address SGLang listens on")
