@@ -19,7 +19,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool,
                       StrictStr, ValidationError, WithJsonSchema, WrapValidator,
                       field_validator, model_validator)
 
-from adaserve.server.slo_value import FORMS, parse_tpot_ms
+from adaserve.server.slo_value import FORMS, parse_tpot_ms, parse_ttft_ms
 
 Temperature = Annotated[float, Field(strict=True, ge=0.0, le=2.0)]
 TopP = Annotated[float, Field(strict=True, gt=0.0, le=1.0)]
@@ -41,17 +41,18 @@ def _one_error(what: str) -> WrapValidator:
 Stop = Annotated[StrictStr | list[StrictStr] | None, _one_error("text or a list of texts")]
 
 
-def _ms(param: str, what: str) -> Any:
+def _ms(parse: Any, param: str, what: str) -> Any:
     """A body's SLO in milliseconds: the same parser as the headers and the class flag
     (slo_value.py), naming ``param`` when it refuses."""
-    return Annotated[float, BeforeValidator(lambda v: parse_tpot_ms(v, param)),
+    return Annotated[float, BeforeValidator(lambda v: parse(v, param)),
                      WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}],
                                      "description": f"{what} in milliseconds: {FORMS}"})]
 
 
-TpotMs = _ms("slo.tpot_ms", "TPOT SLO (time per output token after the first)")
-TtftMs = _ms("slo.ttft_ms", "TTFT SLO (time to the first token), an objective of its own "
-             "beside tpot_ms or class; without it, the class's default (GET /server_info)")
+TpotMs = _ms(parse_tpot_ms, "slo.tpot_ms", "TPOT SLO (time per output token after the first)")
+TtftMs = _ms(parse_ttft_ms, "slo.ttft_ms", "TTFT SLO (time to the first token), an objective "
+             "of its own beside tpot_ms or class; without it, the class's default (GET "
+             "/server_info)")
 
 
 class _Body(BaseModel):

@@ -9,7 +9,7 @@ of both backends, the embedded server and SGLang with the plugin). A TTFT SLO is
 objective of its own beside it, from the body's ``slo.ttft_ms``, else the header
 ``X-SLO-TTFT-MS``; without one the embedded server derives it from the class
 (slo_ttft.py). Every millisecond value, wherever it is written, is read by
-``slo_value.parse_tpot_ms`` (its docstring states the rule).
+``slo_value.parse_tpot_ms`` (its docstring states the rule; ``parse_ttft_ms`` for a TTFT).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from adaserve.scheduler import SLO
-from adaserve.server.slo_value import DECIMAL, SLOError, in_range, parse_tpot_ms
+from adaserve.server.slo_value import DECIMAL, SLOError, in_range, parse_tpot_ms, parse_ttft_ms
 
 DEFAULT_CLASSES = "urgent=x1,moderate=x2.4,relaxed=x8,best-effort"
 DEFAULT_CLASS = "relaxed"
@@ -93,12 +93,12 @@ def with_ttft(slo: SLO, body_slo: Mapping | None, headers: Mapping[str, str]) ->
     header ``X-SLO-TTFT-MS`` (any case: ``x-slo-ttft-ms`` is the ecosystem's spelling),
     read by the TPOT's rule; unchanged when it names none. SLOError naming the field."""
     if isinstance(body_slo, Mapping) and body_slo.get("ttft_ms") is not None:
-        ms = parse_tpot_ms(body_slo["ttft_ms"], "slo.ttft_ms")
+        ms = parse_ttft_ms(body_slo["ttft_ms"], "slo.ttft_ms")
     else:
         sent = [v for k, v in headers.items() if k.lower() == TTFT_HEADER.lower()]
         if not sent:
             return slo
-        ms = parse_tpot_ms(sent[0], TTFT_HEADER)
+        ms = parse_ttft_ms(sent[0], TTFT_HEADER)
     return replace(slo, ttft_s=ms / 1e3)
 
 

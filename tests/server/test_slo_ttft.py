@@ -73,6 +73,13 @@ def test_a_bad_ttft_names_the_field_as_sent(value):
         SLOField.model_validate({"ttft_ms": value})
 
 
+def test_a_huge_ttft_says_what_to_do_instead():
+    with pytest.raises(SLOError, match="for the class's default, leave it out"):
+        resolve({"ttft_ms": 1e308}, {}, CLASSES, "urgent")
+    with pytest.raises(SLOError, match="name a best-effort class"):  # the TPOT's, unchanged
+        resolve({"tpot_ms": 1e308}, {}, CLASSES, "urgent")
+
+
 def test_the_default_rule_against_a_hand_computation():
     # T = a*N_ctx + g*N_tok + c; a chunk of 128 new tokens: 0.02 + 0.003 * 128 = 0.404 s
     target = LatencyModel(alpha=1e-5, gamma=0.003, delta=0.02)
