@@ -145,9 +145,9 @@ def _read_stream(r, rec: Record, t0: float) -> None:
             rec.output_tokens = ev["usage"]["completion_tokens"]
             rec.prompt_tokens = ev["usage"]["prompt_tokens"]
         if choice.get("finish_reason") is not None:
-            rec.server = {k: ev.get(k) for k in ("slo_class", "slo_tpot_ms", "tpot_ms",
-                                                 "ttft_ms", "slo_attained",
-                                                 "accepted_tokens_per_step")}
+            rec.server = {k: ev.get(k) for k in ("slo_class", "slo_tpot_ms", "slo_ttft_ms",
+                                                 "tpot_ms", "ttft_ms", "ttft_attained",
+                                                 "slo_attained", "accepted_tokens_per_step")}
     if rec.status == "pending":
         rec.status, rec.error = "error", "the stream ended without [DONE]"
 

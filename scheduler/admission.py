@@ -21,17 +21,25 @@ from collections import deque
 
 import numpy as np
 
-# The contract's TTFT SLO for every class (loadgen.records.DEFAULT_TTFT_SLO_MS, which the
-# end-to-end reading holds requests to); per-class TTFT SLOs are not in the contract yet.
+# The TTFT SLO of a request that brings none (loadgen.records.DEFAULT_TTFT_SLO_MS, which
+# the end-to-end reading holds such requests to). The embedded server gives every request
+# with a TPOT SLO a TTFT SLO of its own (adaserve/server/slo_ttft.py); the simulator's and
+# the library's requests have none and are held to this.
 DEFAULT_TTFT_SLO_S = 5.0
 ADMISSIONS = ("fifo", "deadline")
 
 
+def ttft_slo_s(own: float | None) -> float:
+    """The TTFT SLO a request is scheduled by: its own (``SLO.ttft_s``), else the default."""
+    return DEFAULT_TTFT_SLO_S if own is None else own
+
+
 def deadline_order(submitted_s: np.ndarray, now: float,
-                   ttft_slo_s: float = DEFAULT_TTFT_SLO_S) -> np.ndarray:
+                   ttft_slo_s: float | np.ndarray = DEFAULT_TTFT_SLO_S) -> np.ndarray:
     """[m] the order to admit m waiting requests (``submitted_s`` [m], their arrival times):
-    those whose deadline (arrival + ``ttft_slo_s``) is still ahead, earliest first, then
-    the late ones, oldest first. Ties keep arrival order (a stable sort)."""
+    those whose deadline (arrival + ``ttft_slo_s``, one for all or [m], each its own) is
+    still ahead, earliest first, then the late ones, oldest first. Ties keep arrival order
+    (a stable sort)."""
     deadline = np.asarray(submitted_s, float) + ttft_slo_s  # [m]
     late = deadline < now  # [m]
     # in time first (late False sorts before True), then by deadline; stable on arrival
@@ -92,15 +100,20 @@ class FlowMeter:
 def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: np.ndarray,
             prefilling_tokens: int, free_slots: int, admission: str, prompt_tokens: int,
             prefill_chunk: int, flow: FlowMeter,
-            ttft_slo_s: float = DEFAULT_TTFT_SLO_S) -> float | None:
-    """Seconds past its TTFT SLO that a request arriving ``now`` is predicted to wait for its
-    first token (``predicted_ttft``), or None where it is predicted in time or nothing can
-    be said yet. The waiting requests (``waiting_submitted_s`` [m], ``waiting_prompt_tokens``
-    [m]) ahead of it are all of them first come, first served, and the ones still in time
-    with ``admission`` "deadline"; ``prefilling_tokens`` are left to prefill in the slots."""
+            ttft_slo_s: float = DEFAULT_TTFT_SLO_S,
+            waiting_ttft_slo_s: np.ndarray | None = None) -> float | None:
+    """Seconds past its TTFT SLO (``ttft_slo_s``) that a request arriving ``now`` is
+    predicted to wait for its first token (``predicted_ttft``), or None where it is
+    predicted in time or nothing can be said yet. The waiting requests
+    (``waiting_submitted_s`` [m], ``waiting_prompt_tokens`` [m], ``waiting_ttft_slo_s`` [m]
+    their TTFT SLOs, None: ``ttft_slo_s`` each) ahead of it are all of them first come,
+    first served, and with ``admission`` "deadline" the ones still in time whose deadline
+    is no later than its own; ``prefilling_tokens`` are left to prefill in the slots."""
     submitted = np.asarray(waiting_submitted_s, float)  # [m]
+    theirs = ttft_slo_s if waiting_ttft_slo_s is None else np.asarray(waiting_ttft_slo_s, float)
+    deadline = submitted + theirs  # [m]
     ahead = (np.ones(submitted.shape, bool) if admission != "deadline"
-             else submitted + ttft_slo_s >= now)  # [m]
+             else (deadline >= now) & (deadline <= now + ttft_slo_s))  # [m]
     queued = prefilling_tokens + int(np.asarray(waiting_prompt_tokens, np.int64)[ahead].sum())
     t = predicted_ttft(int(ahead.sum()), free_slots, queued, prompt_tokens, prefill_chunk,
                        flow.departure_s, flow.iteration_s)

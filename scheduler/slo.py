@@ -1,4 +1,4 @@
-"""Per-request TPOT SLOs, decode progress, and the requirement A(r) (seed 002 §3, §4.3)."""
+"""Per-request SLOs (TPOT, TTFT), decode progress and the requirement A(r) (seed 002 §3, §4.3)."""
 
 from __future__ import annotations
 
@@ -19,28 +19,28 @@ class SLO:
 
     ``relative``: the SLO was stated as a multiple of the baseline latency (a class such as
     ``x1.2``) rather than in milliseconds. The AdaServe authors' scheduler serves only such
-    requests in its SLO phase (scheduler/authors.py), so the distinction is kept."""
+    requests in its SLO phase (scheduler/authors.py), so the distinction is kept.
+
+    ``ttft_s``: a time-to-first-token objective in seconds, its own objective beside the
+    TPOT (a request may have either, both or neither); None: none. ``best_effort`` speaks
+    of the TPOT only, which is what the decode policies schedule by."""
 
     tpot_s: float | None = None
     relative: bool = False
+    ttft_s: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.relative, bool):
             raise ValueError(f"SLO.relative must be a bool, got {self.relative!r}")
-        if self.tpot_s is None:
-            return
-        if isinstance(self.tpot_s, bool) or not isinstance(self.tpot_s, (int, float)):
-            raise ValueError(f"TPOT SLO must be a number of seconds, got {self.tpot_s!r}")
-        if not math.isfinite(self.tpot_s) or self.tpot_s <= 0:
-            raise ValueError(f"TPOT SLO must be finite and > 0 seconds, got {self.tpot_s!r}")
+        _check_seconds("TPOT", self.tpot_s)
+        _check_seconds("TTFT", self.ttft_s)
 
     @classmethod
-    def from_ms(cls, tpot_ms: float | None, relative: bool = False) -> SLO:
-        if tpot_ms is None:
-            return cls(None)
-        if isinstance(tpot_ms, bool) or not isinstance(tpot_ms, (int, float)):
-            raise ValueError(f"TPOT SLO must be a number of milliseconds, got {tpot_ms!r}")
-        return cls(float(tpot_ms) / 1e3, relative)
+    def from_ms(cls, tpot_ms: float | None, relative: bool = False,
+                ttft_ms: float | None = None) -> SLO:
+        # best effort is never relative: there is no multiple of anything to keep
+        return cls(_seconds("TPOT", tpot_ms), relative and tpot_ms is not None,
+                   _seconds("TTFT", ttft_ms))
 
     @property
     def best_effort(self) -> bool:
@@ -49,6 +49,30 @@ class SLO:
     def attained(self, tpot_s: float) -> bool:
         """Seed 002's definition: a request attains its SLO when its TPOT is within it."""
         return self.tpot_s is None or tpot_s <= self.tpot_s
+
+    def ttft_attained(self, ttft_s: float | None) -> bool | None:
+        """Whether the first token came within the TTFT SLO; None without one. No first
+        token at all (``ttft_s`` None) is a miss."""
+        if self.ttft_s is None:
+            return None
+        return ttft_s is not None and ttft_s <= self.ttft_s
+
+
+def _check_seconds(what: str, seconds: object) -> None:
+    if seconds is None:
+        return
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ValueError(f"{what} SLO must be a number of seconds, got {seconds!r}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{what} SLO must be finite and > 0 seconds, got {seconds!r}")
+
+
+def _seconds(what: str, ms: object) -> float | None:
+    if ms is None:
+        return None
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)):
+        raise ValueError(f"{what} SLO must be a number of milliseconds, got {ms!r}")
+    return float(ms) / 1e3
 
 
 @dataclass(frozen=True, slots=True)

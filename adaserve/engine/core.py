@@ -28,7 +28,7 @@ from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, IterationLatency, SchedulerConfig, make_policy)
-from adaserve.scheduler.admission import DEFAULT_TTFT_SLO_S, FlowMeter, deadline_order, refusal
+from adaserve.scheduler.admission import FlowMeter, deadline_order, refusal, ttft_slo_s
 
 
 class QueueFull(RuntimeError):
@@ -108,7 +108,7 @@ class EngineCore:
         ``refuse`` False: the door's TTFT prediction was made already (``Engine.submit``)."""
         if request_id in self.by_id:
             raise ValueError(f"request id {request_id!r} is already in use")
-        self.check(prompt_ids, params, len(self.waiting), refuse)
+        self.check(prompt_ids, params, len(self.waiting), refuse, slo)
         # any int seeds (negative or huge ones too): the sampler keys on it as a uint64
         seed = params.seed % (1 << 64) if params.seed is not None else random.getrandbits(63)
         r = Request(request_id, list(prompt_ids), params, slo or self.default_slo, seed,
@@ -118,10 +118,10 @@ class EngineCore:
         return r
 
     def check(self, prompt_ids: list[int], params: SamplingParams, waiting: int,
-              refuse: bool = True) -> None:
+              refuse: bool = True, slo: SLO | None = None) -> None:
         """Raise ValueError / QueueFull for a request this engine would refuse; with
         ``refuse`` and a policy that refuses, QueueFull too for one predicted to miss its
-        TTFT SLO (scheduler/admission.py)."""
+        TTFT SLO (``slo.ttft_s``, else the default: scheduler/admission.py)."""
         if not isinstance(params, SamplingParams):
             raise ValueError("params must be a SamplingParams")
         if not prompt_ids:
@@ -137,14 +137,15 @@ class EngineCore:
             raise QueueFull(f"{waiting} requests are already waiting")
         if refuse and self.policy.refuses:
             queue = list(self.waiting)
+            own = ttft_slo_s((slo or self.default_slo).ttft_s)
             late = refusal(self.clock(), np.array([r.t_submit for r in queue]),
                            np.array([r.n_prompt for r in queue], np.int64),
                            sum(r.n_prompt - 1 - r.target_len for r in self.slots[self.n_decode:]),
                            self.free_slots, self.policy.admission, len(prompt_ids),
-                           self.cfg.prefill_chunk, self.flow)
+                           self.cfg.prefill_chunk, self.flow, own, _ttft_slos(queue))
             if late is not None:
                 raise QueueFull(f"its first token is predicted {late:.1f} s past the TTFT SLO "
-                                f"of {DEFAULT_TTFT_SLO_S:g} s", retry_after_s=late)
+                                f"of {own:g} s", retry_after_s=late)
 
     def fail_all(self, error: str) -> list[Output]:
         """End every request with finish_reason "error" and free all cache (after a failed
@@ -278,7 +279,8 @@ class EngineCore:
         if self.policy.admission == "deadline" and len(self.waiting) > free > 0:
             # the requests still in time for their TTFT SLO first (scheduler/admission.py)
             waiting = list(self.waiting)
-            order = deadline_order(np.array([r.t_submit for r in waiting]), self.clock())
+            order = deadline_order(np.array([r.t_submit for r in waiting]), self.clock(),
+                                   _ttft_slos(waiting))
             self.waiting = collections.deque(waiting[i] for i in order)
         while self.waiting and len(self.slots) < self.n_slots:
             r = self.waiting.popleft()
@@ -300,7 +302,8 @@ class EngineCore:
         prefilling = self.slots[self.n_decode:]
         if self.policy.admission == "deadline" and len(prefilling) > 1:
             # a prompt already past its TTFT deadline yields the chunk to those in time
-            order = deadline_order(np.array([r.t_submit for r in prefilling]), self.clock())
+            order = deadline_order(np.array([r.t_submit for r in prefilling]), self.clock(),
+                                   _ttft_slos(prefilling))
             prefilling = [prefilling[i] for i in order]
         for r in prefilling:
             left = r.n_prompt - 1 - r.target_len
@@ -397,6 +400,11 @@ class EngineCore:
         self.policy.forget(r.id)
         return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=r.stats(),
                       error=error)
+
+
+def _ttft_slos(requests: list[Request]) -> np.ndarray:
+    """[m] each request's TTFT SLO in seconds (its own, else the default)."""
+    return np.array([ttft_slo_s(r.slo.ttft_s) for r in requests], np.float64)
 
 
 def max_tree_nodes(sched: SchedulerConfig) -> int:

@@ -113,7 +113,7 @@ class Engine:
                 raise RuntimeError("the engine is closed")
             if rid in self._sinks:
                 raise ValueError(f"request id {rid!r} is already in use")
-            self.core.check(ids, params, waiting=len(self.core.waiting) + self._pending)
+            self.core.check(ids, params, waiting=len(self.core.waiting) + self._pending, slo=slo)
             if on_output is None:
                 q: queue.Queue = queue.Queue()
                 self._queues[rid] = q

@@ -36,9 +36,13 @@ class RequestStats:
     ttft_s: float | None
     tpot_s: float | None  # (t_last - t_first) / (output_tokens - 1)
     slo_tpot_s: float | None
-    slo_attained: bool | None  # None for best effort
+    # every objective it had met: the TPOT within its SLO and, where it had one, the TTFT
+    # within its TTFT SLO; None: it had neither (best effort)
+    slo_attained: bool | None
     accepted_tokens_per_step: float  # tokens emitted per verification the request took part in
     steps: int
+    slo_ttft_s: float | None = None
+    ttft_attained: bool | None = None  # None: no TTFT SLO
 
 
 @dataclass(eq=False)
@@ -75,12 +79,13 @@ class Request:
         tpot = None
         if self.t_first is not None and self.t_last is not None and n_out > 1:
             tpot = (self.t_last - self.t_first) / (n_out - 1)
-        attained = None
-        if not self.slo.best_effort:
-            attained = self.slo.attained(tpot if tpot is not None else 0.0)
+        ttft = None if self.t_first is None else self.t_first - self.t_submit
+        # one token: no gap, so no TPOT to miss
+        tpot_met = None if self.slo.best_effort else self.slo.attained(tpot or 0.0)
+        ttft_met = self.slo.ttft_attained(ttft)
+        met = [m for m in (tpot_met, ttft_met) if m is not None]
         return RequestStats(
-            prompt_tokens=self.n_prompt, output_tokens=n_out,
-            ttft_s=None if self.t_first is None else self.t_first - self.t_submit,
-            tpot_s=tpot, slo_tpot_s=self.slo.tpot_s, slo_attained=attained,
+            prompt_tokens=self.n_prompt, output_tokens=n_out, ttft_s=ttft,
+            tpot_s=tpot, slo_tpot_s=self.slo.tpot_s, slo_attained=all(met) if met else None,
             accepted_tokens_per_step=n_out / self.steps if self.steps else 0.0,
-            steps=self.steps)
+            steps=self.steps, slo_ttft_s=self.slo.ttft_s, ttft_attained=ttft_met)

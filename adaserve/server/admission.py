@@ -1,14 +1,16 @@
 """Admission, shared by every generating route: from a validated body to a running engine
-job. The model it names, its SLO (first match wins, slo_classes.resolve), its sampling
-parameters checked against the context limit, then submission: 503 with Retry-After when
-the queue is full, 400 for what the engine refuses. Nothing is queued before every check
-has passed."""
+job. The model it names, its SLO (first match wins, slo_classes.resolve; the TTFT SLO the
+class gives when the request names none, once its prompt's length is known: slo_ttft.py),
+its sampling parameters checked against the context limit, then submission: 503 with
+Retry-After when the queue is full, 400 for what the engine refuses. Nothing is queued
+before every check has passed."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 from fastapi import Request
 
@@ -65,9 +67,20 @@ def params_for(srv: Server, n_prompt: int, prompt_param: str, *, max_tokens: int
                           ignore_eos=ignore_eos)
 
 
+def with_default_ttft(srv: Server, slo: SLO, prompt_tokens: int) -> SLO:
+    """``slo`` with the TTFT SLO its TPOT and prompt give by default (slo_ttft.py), unless
+    the request named one."""
+    if slo.ttft_s is not None:
+        return slo
+    ms = srv.default_ttft_ms(None if slo.tpot_s is None else slo.tpot_s * 1e3, prompt_tokens)
+    return slo if ms is None else replace(slo, ttft_s=ms / 1e3)
+
+
 def admit(srv: Server, ids: list[int], params: SamplingParams, slo_class: str, slo: SLO,
           rid: str | None = None) -> Job:
-    """Submit to the engine; its outputs reach the job's queue on the event loop."""
+    """Submit to the engine, with the default TTFT SLO filled in; its outputs reach the
+    job's queue on the event loop."""
+    slo = with_default_ttft(srv, slo, len(ids))
     loop = asyncio.get_running_loop()
     q: asyncio.Queue = asyncio.Queue()
 

@@ -27,7 +27,8 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
     server = Server.of(engine, settings)
     app = FastAPI(title="AdaServe", version=__version__,
                   description="SLO-customized LLM serving: every request may carry its own "
-                  "TPOT SLO (body `slo`, or headers X-SLO-TPOT-MS / X-SLO-Class).")
+                  "TPOT SLO (body `slo`, or headers X-SLO-TPOT-MS / X-SLO-Class) and TTFT "
+                  "SLO (body `slo.ttft_ms`, or header X-SLO-TTFT-MS).")
     errors.install(app)
     app.add_middleware(errors.RequestLimits, limit=settings.max_body_bytes)
     app.state.server = server

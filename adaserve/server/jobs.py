@@ -76,13 +76,17 @@ class Job:
 
 
 def slo_report(slo_class: str, st: RequestStats | None) -> dict:
-    """The fields every response carries (DESIGN.md "HTTP contract")."""
+    """The fields every response carries (docs/contract.md): the SLOs, what was measured
+    against each, and ``slo_attained``, every objective met (TPOT, and TTFT where it had a
+    TTFT SLO; None: best effort with no TTFT SLO)."""
     def ms(x):
         return None if x is None else round(x * 1e3, 3)
 
     if st is None:
-        return {"slo_class": slo_class, "slo_tpot_ms": None, "tpot_ms": None, "ttft_ms": None,
+        return {"slo_class": slo_class, "slo_tpot_ms": None, "slo_ttft_ms": None,
+                "tpot_ms": None, "ttft_ms": None, "ttft_attained": None,
                 "slo_attained": None, "accepted_tokens_per_step": None}
-    return {"slo_class": slo_class, "slo_tpot_ms": ms(st.slo_tpot_s), "tpot_ms": ms(st.tpot_s),
-            "ttft_ms": ms(st.ttft_s), "slo_attained": st.slo_attained,
+    return {"slo_class": slo_class, "slo_tpot_ms": ms(st.slo_tpot_s),
+            "slo_ttft_ms": ms(st.slo_ttft_s), "tpot_ms": ms(st.tpot_s), "ttft_ms": ms(st.ttft_s),
+            "ttft_attained": st.ttft_attained, "slo_attained": st.slo_attained,
             "accepted_tokens_per_step": round(st.accepted_tokens_per_step, 4)}

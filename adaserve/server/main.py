@@ -19,6 +19,7 @@ from adaserve.engine.profile_data import Profile
 from adaserve.server.app import ServerSettings, create_app
 from adaserve.server.errors import PARSER_HEADER_BYTES
 from adaserve.server.slo_classes import parse_classes
+from adaserve.server.slo_ttft import NOMINAL_PROMPT_TOKENS
 
 log = logging.getLogger("adaserve.serve")
 
@@ -93,13 +94,21 @@ def main(args: argparse.Namespace, sock: socket.socket) -> int:
         from adaserve.server.iteration_log import chain_iteration_log
         core = built.engine.core
         core.on_iteration = chain_iteration_log(args.iteration_log, core.on_iteration)
-    s = built.settings
+    s, srv = built.settings, app.state.server
     log.info("serving %s with policy %s, B = %d, on http://%s:%d (dashboard: /dashboard); "
              "SLO classes: %s", s.model_name, built.engine.config.policy,
              built.engine.core.policy.config.budget, args.host, args.port,
-             ", ".join(f"{c.name}={'best effort' if c.tpot_ms is None else f'{c.tpot_ms:.1f} ms'}"
+             ", ".join(f"{c.name}={_class_text(c.tpot_ms, srv.default_ttft_ms(c.tpot_ms))}"
                        for c in s.classes.values()))
     return serve(built.engine, app, sock, args.log_level.lower())
+
+
+def _class_text(tpot_ms: float | None, ttft_ms: float | None) -> str:
+    if tpot_ms is None:
+        return "best effort"
+    ttft = "" if ttft_ms is None else \
+        f" (TTFT {ttft_ms / 1e3:.2f} s for a {NOMINAL_PROMPT_TOKENS}-token prompt)"
+    return f"{tpot_ms:.1f} ms{ttft}"
 
 
 def serve(engine: Engine, app, sock: socket.socket, log_level: str) -> int:

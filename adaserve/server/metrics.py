@@ -32,7 +32,9 @@ class Finished:
     tpot_ms: float | None
     ttft_ms: float | None
     output_tokens: int
-    attained: bool | None  # None: best effort
+    attained: bool | None  # every objective met; None: best effort
+    slo_ttft_ms: float | None = None
+    ttft_attained: bool | None = None  # None: no TTFT SLO
 
 
 class ServerMetrics:
@@ -72,9 +74,10 @@ class ServerMetrics:
             self.iterations.append((time.time(), s))
 
     def on_finished(self, slo_class: str, st: RequestStats) -> Finished:
-        self.slo.observe(slo_class, st.slo_attained, st.output_tokens, st.tpot_s, st.ttft_s)
+        self.slo.observe(slo_class, st.slo_attained, st.output_tokens, st.tpot_s, st.ttft_s,
+                         st.ttft_attained)
         f = Finished(time.time(), slo_class, _ms(st.slo_tpot_s), _ms(st.tpot_s), _ms(st.ttft_s),
-                     st.output_tokens, st.slo_attained)
+                     st.output_tokens, st.slo_attained, _ms(st.slo_ttft_s), st.ttft_attained)
         with self._lock:
             self.finished.append(f)
         return f
@@ -94,8 +97,10 @@ class ServerMetrics:
         return {
             "now": now,
             "attainment": self.slo.windows(),
+            "ttft_attainment": self.slo.ttft_windows(),
             "finished": [{"t": f.t, "class": f.slo_class, "slo_ms": f.slo_ms,
                           "tpot_ms": f.tpot_ms, "ttft_ms": f.ttft_ms,
+                          "slo_ttft_ms": f.slo_ttft_ms, "ttft_attained": f.ttft_attained,
                           "tokens": f.output_tokens, "attained": f.attained} for f in fin],
             "seconds": _per_second(its),
         }

@@ -2,8 +2,8 @@
 OpenAPI schema). Unknown fields are ignored, as OpenAI clients send many we do not use
 (user, logprobs, presence_penalty, ...); fields we do use are strict: a string where a
 number belongs, a bool for an integer, NaN or infinity are 400s, never coerced. The one
-exception is slo.tpot_ms, which takes "30ms" as the header and --slo-classes do
-(slo_value.py).
+exception is slo.tpot_ms (and slo.ttft_ms), which takes "30ms" as the headers and
+--slo-classes do (slo_value.py).
 
 Every string a body carries, in any field and at any depth, must be Unicode text. JSON may
 escape half a surrogate pair alone (backslash, ``ud800``); it decodes to a lone surrogate,
@@ -19,7 +19,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool,
                       StrictStr, ValidationError, WithJsonSchema, WrapValidator,
                       field_validator, model_validator)
 
-from adaserve.server.slo_value import FORMS, parse_tpot_ms
+from adaserve.server.slo_value import FORMS, parse_tpot_ms, parse_ttft_ms
 
 Temperature = Annotated[float, Field(strict=True, ge=0.0, le=2.0)]
 TopP = Annotated[float, Field(strict=True, gt=0.0, le=1.0)]
@@ -41,11 +41,18 @@ def _one_error(what: str) -> WrapValidator:
 Stop = Annotated[StrictStr | list[StrictStr] | None, _one_error("text or a list of texts")]
 
 
-# the body's slo.tpot_ms: the same parser as the header and the class flag (slo_value.py)
-TpotMs = Annotated[float, BeforeValidator(lambda v: parse_tpot_ms(v, "slo.tpot_ms")),
-                   WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}],
-                                   "description": "TPOT SLO in milliseconds (time per output "
-                                   f"token after the first): {FORMS}"})]
+def _ms(parse: Any, param: str, what: str) -> Any:
+    """A body's SLO in milliseconds: the same parser as the headers and the class flag
+    (slo_value.py), naming ``param`` when it refuses."""
+    return Annotated[float, BeforeValidator(lambda v: parse(v, param)),
+                     WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}],
+                                     "description": f"{what} in milliseconds: {FORMS}"})]
+
+
+TpotMs = _ms(parse_tpot_ms, "slo.tpot_ms", "TPOT SLO (time per output token after the first)")
+TtftMs = _ms(parse_ttft_ms, "slo.ttft_ms", "TTFT SLO (time to the first token), an objective "
+             "of its own beside tpot_ms or class; without it, the class's default (GET "
+             "/server_info)")
 
 
 class _Body(BaseModel):
@@ -80,12 +87,14 @@ def _check_text(value: Any) -> None:
 
 
 class SLOField(_Body):
-    """The request's TPOT SLO: a number of milliseconds or a class name, not both."""
+    """The request's TPOT SLO, a number of milliseconds or a class name, not both; and its
+    TTFT SLO in milliseconds, with either."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     tpot_ms: TpotMs | None = None
     class_: StrictStr | None = Field(None, alias="class",
                                      description="an SLO class of this server (/server_info)")
+    ttft_ms: TtftMs | None = None
 
     @model_validator(mode="after")
     def _one(self) -> SLOField:
@@ -94,7 +103,7 @@ class SLOField(_Body):
         return self
 
     def as_mapping(self) -> dict:
-        return {"tpot_ms": self.tpot_ms, "class": self.class_}
+        return {"tpot_ms": self.tpot_ms, "class": self.class_, "ttft_ms": self.ttft_ms}
 
 
 class StreamOptions(_Body):
@@ -125,8 +134,9 @@ class ChatContract(SamplingContract):
     messages: list[dict] = Field(..., min_length=1)
     max_tokens: PositiveInt | None = Field(None, description="output tokens at most")
     max_completion_tokens: PositiveInt | None = None
-    slo: SLOField | None = Field(None, description="per-request TPOT SLO; custom_params, "
-                                 "then headers X-SLO-TPOT-MS / X-SLO-Class when absent")
+    slo: SLOField | None = Field(None, description="per-request SLO; custom_params, then "
+                                 "headers X-SLO-TPOT-MS / X-SLO-Class / X-SLO-TTFT-MS when "
+                                 "absent")
     custom_params: CustomParams
 
 
@@ -137,8 +147,9 @@ class CompletionContract(SamplingContract):
                       _one_error("text, token ids, or a list of either")] = Field(
         ..., description="text or token ids")
     max_tokens: PositiveInt | None = Field(None, description="output tokens at most")
-    slo: SLOField | None = Field(None, description="per-request TPOT SLO; custom_params, "
-                                 "then headers X-SLO-TPOT-MS / X-SLO-Class when absent")
+    slo: SLOField | None = Field(None, description="per-request SLO; custom_params, then "
+                                 "headers X-SLO-TPOT-MS / X-SLO-Class / X-SLO-TTFT-MS when "
+                                 "absent")
     custom_params: CustomParams
 
 

@@ -10,7 +10,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from adaserve import __version__
 from adaserve.server import errors
-from adaserve.server.state import ServerDep
+from adaserve.server.slo_ttft import NOMINAL_PROMPT_TOKENS, QUEUE_SLACK
+from adaserve.server.state import Server, ServerDep
 
 router = APIRouter()
 STATIC = Path(__file__).parent / "static"
@@ -55,9 +56,11 @@ async def server_info(srv: ServerDep) -> dict:
         "device": engine.models.device, "max_context": cfg.max_context,
         "max_batch": engine.core.n_slots, "max_waiting": cfg.max_waiting,
         "baseline_latency_ms": settings.baseline_ms,
-        "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec}
+        "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec,
+                         "ttft_ms": _rounded(srv.default_ttft_ms(c.tpot_ms))}
                         for c in settings.classes.values()],
         "default_slo_class": settings.default_class,
+        "ttft_default": _ttft_default(srv),
         "profile": None if engine.profile is None else {
             "date": engine.profile.date, "budget": engine.profile.budget,
             "budget_rule": engine.profile.budget_rule,
@@ -65,6 +68,22 @@ async def server_info(srv: ServerDep) -> dict:
             "knee_found": engine.profile.knee_found},
         **settings.extra_info,
     }
+
+
+def _rounded(ms: float | None) -> float | None:
+    return None if ms is None else round(ms, 3)
+
+
+def _ttft_default(srv: Server) -> dict | None:
+    """What the classes' default TTFT SLOs are reasoned from (slo_ttft.py); their
+    ``ttft_ms`` are for a prompt of ``prompt_tokens``, a request's for its own prompt."""
+    rate = srv.prefill
+    if rate is None or srv.settings.baseline_ms is None:
+        return None
+    return {"rule": "class multiple x queue_slack x (chunk_ms + prompt tokens x chunk_ms / "
+                    "prefill_chunk)", "queue_slack": QUEUE_SLACK,
+            "prefill_chunk": rate.chunk_tokens, "chunk_ms": round(rate.chunk_s * 1e3, 3),
+            "prompt_tokens": NOMINAL_PROMPT_TOKENS}
 
 
 @router.get("/metrics")
@@ -83,9 +102,11 @@ async def dashboard() -> HTMLResponse:
 async def dashboard_data(srv: ServerDep, seconds: float = 300.0) -> dict:
     core = srv.engine.core
     snap = srv.metrics.snapshot(min(max(seconds, 10.0), 600.0))
-    snap["classes"] = [{"name": c.name, "tpot_ms": c.tpot_ms}
+    snap["classes"] = [{"name": c.name, "tpot_ms": c.tpot_ms,
+                        "ttft_ms": _rounded(srv.default_ttft_ms(c.tpot_ms))}
                        for c in srv.settings.classes.values()] + [{"name": "custom",
-                                                                   "tpot_ms": None}]
+                                                                   "tpot_ms": None,
+                                                                   "ttft_ms": None}]
     snap["running"], snap["waiting"] = core.n_decode, len(core.waiting)
     snap["budget"] = core.policy.config.budget
     snap["policy"], snap["model"] = srv.engine.config.policy, srv.settings.model_name

@@ -5,23 +5,26 @@ A class is a TPOT in milliseconds, or a multiple of the machine's profiled basel
 the first of: body ``slo`` ({"tpot_ms": ...} or {"class": ...}), SGLang's ``custom_params``
 ({"tpot_slo_ms": ...} or {"slo_class": ...}), header ``X-SLO-TPOT-MS``, header
 ``X-SLO-Class``, the server's default class (``request_slo``: one function for every route
-of both backends, the embedded server and SGLang with the plugin). Every millisecond
-value, wherever it is written, is read by ``slo_value.parse_tpot_ms`` (its docstring states
-the rule).
+of both backends, the embedded server and SGLang with the plugin). A TTFT SLO is an
+objective of its own beside it, from the body's ``slo.ttft_ms``, else the header
+``X-SLO-TTFT-MS``; without one the embedded server derives it from the class
+(slo_ttft.py). Every millisecond value, wherever it is written, is read by
+``slo_value.parse_tpot_ms`` (its docstring states the rule; ``parse_ttft_ms`` for a TTFT).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from adaserve.scheduler import SLO
-from adaserve.server.slo_value import DECIMAL, SLOError, in_range, parse_tpot_ms
+from adaserve.server.slo_value import DECIMAL, SLOError, in_range, parse_tpot_ms, parse_ttft_ms
 
 DEFAULT_CLASSES = "urgent=x1,moderate=x2.4,relaxed=x8,best-effort"
 DEFAULT_CLASS = "relaxed"
 CUSTOM = "custom"  # the class label of a request that names its own TPOT in milliseconds
+TTFT_HEADER = "X-SLO-TTFT-MS"  # as errors name it; headers match in any case
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +82,37 @@ def _multiple(text: str, param: str) -> float:
 
 def resolve(body_slo: Mapping | None, headers: Mapping[str, str],
             classes: Mapping[str, SLOClass], default_class: str) -> tuple[str, SLO]:
-    """(class label, SLO) of one request, first match wins; SLOError for bad input."""
+    """(class label, SLO) of one request, first match wins, with the request's own TTFT SLO
+    (``with_ttft``); SLOError for bad input."""
+    label, slo = _tpot(body_slo, headers, classes, default_class)
+    return label, with_ttft(slo, body_slo, headers)
+
+
+def with_ttft(slo: SLO, body_slo: Mapping | None, headers: Mapping[str, str]) -> SLO:
+    """``slo`` with the TTFT SLO the request names: the body's ``slo.ttft_ms``, else the
+    header ``X-SLO-TTFT-MS`` (any case: ``x-slo-ttft-ms`` is the ecosystem's spelling),
+    read by the TPOT's rule; unchanged when it names none. SLOError naming the field."""
+    if isinstance(body_slo, Mapping) and body_slo.get("ttft_ms") is not None:
+        ms = parse_ttft_ms(body_slo["ttft_ms"], "slo.ttft_ms")
+    else:
+        sent = [v for k, v in headers.items() if k.lower() == TTFT_HEADER.lower()]
+        if not sent:
+            return slo
+        ms = parse_ttft_ms(sent[0], TTFT_HEADER)
+    return replace(slo, ttft_s=ms / 1e3)
+
+
+def _tpot(body_slo: Mapping | None, headers: Mapping[str, str],
+          classes: Mapping[str, SLOClass], default_class: str) -> tuple[str, SLO]:
+    """(class label, SLO) from the body's slo, else the headers, else the default class."""
     if body_slo is not None:
         if not isinstance(body_slo, Mapping):
             raise SLOError("slo must be an object: {\"tpot_ms\": 30} or {\"class\": \"urgent\"}",
                            "slo")
-        unknown = set(body_slo) - {"tpot_ms", "class"}
+        unknown = set(body_slo) - {"tpot_ms", "class", "ttft_ms"}
         if unknown:
-            raise SLOError(f"slo has unknown fields {sorted(unknown)}; use tpot_ms or class",
-                           "slo")
+            raise SLOError(f"slo has unknown fields {sorted(unknown)}; use tpot_ms or class, "
+                           "and ttft_ms", "slo")
         has_ms, has_class = body_slo.get("tpot_ms") is not None, body_slo.get("class") is not None
         if has_ms and has_class:
             raise SLOError("slo gives both tpot_ms and class; give one", "slo")
@@ -110,7 +135,8 @@ def request_slo(body_slo: Mapping | None, custom_params: object, headers: Mappin
     validated: ``protocol.SLOField``), SGLang's custom_params ``{"tpot_slo_ms": ...}`` or
     ``{"slo_class": ...}`` (found at ``custom_at`` in the body: ``custom_params`` on the
     OpenAI routes, ``sampling_params.custom_params`` on /generate; other keys are SGLang's
-    and left alone), the headers, the default class. SLOError naming the field."""
+    and left alone), the headers, the default class; with the TTFT SLO the body or the
+    headers name (``with_ttft``). SLOError naming the field."""
     if body_slo is None and custom_params is not None:
         if not isinstance(custom_params, Mapping):
             raise SLOError(f"{custom_at} must be an object", custom_at)
@@ -119,9 +145,11 @@ def request_slo(body_slo: Mapping | None, custom_params: object, headers: Mappin
             raise SLOError(f"{custom_at} gives both tpot_slo_ms and slo_class; give one",
                            custom_at)
         if ms is not None:
-            return CUSTOM, SLO.from_ms(parse_tpot_ms(ms, f"{custom_at}.tpot_slo_ms"))
+            slo = SLO.from_ms(parse_tpot_ms(ms, f"{custom_at}.tpot_slo_ms"))
+            return CUSTOM, with_ttft(slo, None, headers)
         if name is not None:
-            return _by_class(name, classes, f"{custom_at}.slo_class")
+            label, slo = _by_class(name, classes, f"{custom_at}.slo_class")
+            return label, with_ttft(slo, None, headers)
     return resolve(body_slo, headers, classes, default_class)
 
 

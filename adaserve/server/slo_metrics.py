@@ -21,7 +21,9 @@ WINDOW = 200  # finished requests per class in the sliding attainment window
 
 class SloMetrics:
     """requests{slo_class,attained}, TPOT and TTFT histograms, output and goodput tokens,
-    and the sliding-window attainment ratio, per SLO class.
+    and the sliding-window attainment ratio, per SLO class; and the same count and ratio of
+    the TTFT SLO alone, over the requests that had one (``attained`` of the first counts
+    every objective a request had, so a TTFT miss shows there too).
 
     registry=None registers in prometheus_client's default registry: what SGLang's
     /metrics collects from every process when it runs in multiprocess mode. There a
@@ -30,7 +32,9 @@ class SloMetrics:
 
     A class in ``best_effort`` has no SLO, so nothing to attain: it gets no attainment
     series at all (a 0 would read as failure on a dashboard). The others are listed from
-    the first scrape (in multiprocess mode a gauge has no sample until it is set)."""
+    the first scrape (in multiprocess mode a gauge has no sample until it is set). The TTFT
+    series appear with a class's first request that had a TTFT SLO: a class has one only
+    where the server could reason one (a profile) or the client named one."""
 
     def __init__(self, classes: list[str], registry: CollectorRegistry | None = None,
                  best_effort: Collection[str] = ()) -> None:
@@ -48,6 +52,13 @@ class SloMetrics:
         self.goodput = Counter("adaserve_goodput_tokens", "output tokens of requests that "
                                "met their SLO", label, **kw)
         self.output_tokens = Counter("adaserve_output_tokens", "output tokens", label, **kw)
+        self.ttft_requests = Counter("adaserve_ttft_slo_requests", "finished requests with a "
+                                     "TTFT SLO, by whether the first token came within it",
+                                     ["slo_class", "attained"], **kw)
+        self.ttft_attainment = Gauge("adaserve_ttft_attainment_ratio", "first token within "
+                                     f"the TTFT SLO / finished, over the last {WINDOW} finished "
+                                     "requests of the class with a TTFT SLO", label,
+                                     multiprocess_mode="mostrecent", **kw)
         for c in classes:  # every class shows up from the first scrape, not its first request
             if c not in best_effort:
                 self.attainment.labels(c)
@@ -55,11 +66,15 @@ class SloMetrics:
         self._lock = threading.Lock()
         self._window: dict[str, collections.deque[bool]] = collections.defaultdict(
             lambda: collections.deque(maxlen=WINDOW))
+        self._ttft_window: dict[str, collections.deque[bool]] = collections.defaultdict(
+            lambda: collections.deque(maxlen=WINDOW))
 
     def observe(self, slo_class: str, attained: bool | None, output_tokens: int,
-                tpot_s: float | None, ttft_s: float | None) -> None:
+                tpot_s: float | None, ttft_s: float | None,
+                ttft_attained: bool | None = None) -> None:
         """One finished request. attained None: best effort, which counts as served well
-        in goodput and is left out of attainment."""
+        in goodput and is left out of attainment. ttft_attained None: no TTFT SLO, left
+        out of the TTFT series."""
         label = "none" if attained is None else str(bool(attained)).lower()
         self.requests.labels(slo_class, label).inc()
         self.output_tokens.labels(slo_class).inc(output_tokens)
@@ -75,7 +90,19 @@ class SloMetrics:
                 w.append(bool(attained))
                 ratio = sum(w) / len(w)
             self.attainment.labels(slo_class).set(ratio)
+        if ttft_attained is not None:
+            self.ttft_requests.labels(slo_class, str(bool(ttft_attained)).lower()).inc()
+            with self._lock:
+                w = self._ttft_window[slo_class]
+                w.append(bool(ttft_attained))
+                ratio = sum(w) / len(w)
+            self.ttft_attainment.labels(slo_class).set(ratio)
 
     def windows(self) -> dict[str, float | None]:
         with self._lock:
             return {c: (sum(w) / len(w) if w else None) for c, w in self._window.items()}
+
+    def ttft_windows(self) -> dict[str, float | None]:
+        """The TTFT attainment window of each class that has had a TTFT SLO."""
+        with self._lock:
+            return {c: sum(w) / len(w) for c, w in self._ttft_window.items() if w}

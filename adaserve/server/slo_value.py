@@ -1,6 +1,7 @@
 """A TPOT SLO value in milliseconds: one parser for every place one is written — the body's
 ``"slo": {"tpot_ms": ...}``, the ``X-SLO-TPOT-MS`` header, SGLang's
-``custom_params.tpot_slo_ms`` and a class of ``--slo-classes`` (``chat=90ms``).
+``custom_params.tpot_slo_ms`` and a class of ``--slo-classes`` (``chat=90ms``) — and for a
+TTFT SLO (``"slo": {"ttft_ms": ...}``, ``X-SLO-TTFT-MS``), by the same rule.
 
 The rule, as the user docs state it:
 
@@ -30,6 +31,8 @@ import re
 MIN_TPOT_MS = 0.001
 MAX_TPOT_MS = 3_600_000.0
 FORMS = '30, "30" or "30ms"'
+NO_TPOT = "for no SLO, name a best-effort class"
+NO_TTFT = "for the class's default, leave it out"
 
 # a decimal number, optionally signed (so "-5" is "out of range", not "not a number")
 DECIMAL = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
@@ -44,9 +47,10 @@ class SLOError(ValueError):
         self.param = param
 
 
-def parse_tpot_ms(value: object, param: str) -> float:
+def parse_tpot_ms(value: object, param: str, no_slo: str = NO_TPOT) -> float:
     """The TPOT in milliseconds that ``value`` (a JSON number, or text as the module
-    docstring says) stands for; SLOError naming ``param`` otherwise."""
+    docstring says) stands for; SLOError naming ``param`` otherwise (``no_slo``: what to
+    do instead of a huge value)."""
     if isinstance(value, str):
         m = _MS_TEXT.fullmatch(value)
         if m is None:
@@ -58,10 +62,15 @@ def parse_tpot_ms(value: object, param: str) -> float:
     else:
         raise SLOError(f"{param} must be a number of milliseconds ({FORMS}), got "
                        f"{_shown(value)}", param)
-    return in_range(number, param)
+    return in_range(number, param, no_slo)
 
 
-def in_range(ms: int | float, param: str) -> float:
+def parse_ttft_ms(value: object, param: str) -> float:
+    """A TTFT SLO in milliseconds, by the TPOT's rule."""
+    return parse_tpot_ms(value, param, NO_TTFT)
+
+
+def in_range(ms: int | float, param: str, no_slo: str = NO_TPOT) -> float:
     """``ms`` as a float if the rule's range holds it; SLOError saying which bound it
     breaks otherwise. Compares before converting: a JSON integer may overflow a float."""
     if not ms > 0 or ms == math.inf:  # NaN compares False
@@ -71,7 +80,7 @@ def in_range(ms: int | float, param: str) -> float:
                        param)
     if ms > MAX_TPOT_MS:
         raise SLOError(f"{param} must be at most {MAX_TPOT_MS:.0f} milliseconds (one hour), "
-                       f"got {_shown(ms)}; for no SLO, name a best-effort class", param)
+                       f"got {_shown(ms)}; {no_slo}", param)
     return float(ms)
 
 

@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from adaserve.engine import Engine
 from adaserve.server.metrics import ServerMetrics
 from adaserve.server.slo_classes import SLOClass
+from adaserve.server.slo_ttft import NOMINAL_PROMPT_TOKENS, PrefillRate, default_ttft_ms
 
 
 @dataclass
@@ -30,6 +31,9 @@ class Server:
     engine: Engine
     settings: ServerSettings
     metrics: ServerMetrics
+    # the engine's profiled prefill speed, which the default TTFT SLOs are reasoned from
+    # (slo_ttft.py); None: no profile, so no default TTFT SLO
+    prefill: PrefillRate | None = None
 
     @classmethod
     def of(cls, engine: Engine, settings: ServerSettings) -> Server:
@@ -39,7 +43,16 @@ class Server:
             raise ValueError(f"default class {settings.default_class!r} is not one of "
                              f"{', '.join(settings.classes)}")
         best_effort = [c.name for c in settings.classes.values() if c.tpot_ms is None]
-        return cls(engine, settings, ServerMetrics(list(settings.classes), best_effort))
+        profile = engine.profile
+        rate = PrefillRate.of(None if profile is None else profile.target,
+                              engine.config.prefill_chunk)
+        return cls(engine, settings, ServerMetrics(list(settings.classes), best_effort), rate)
+
+    def default_ttft_ms(self, tpot_ms: float | None,
+                        prompt_tokens: int = NOMINAL_PROMPT_TOKENS) -> float | None:
+        """The TTFT SLO in ms a request with this TPOT SLO and prompt gets when it names
+        none (slo_ttft.default_ttft_ms); None: no default."""
+        return default_ttft_ms(tpot_ms, self.settings.baseline_ms, prompt_tokens, self.prefill)
 
 
 def _server(request: Request) -> Server:

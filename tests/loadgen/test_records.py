@@ -58,6 +58,27 @@ def test_summary_rows_per_class_and_overall(tmp_path):
     assert math.isnan(summarize([rec(0, "u", 1.0, 0, None, None, 0, status="error", fin=0)], 1.0, wall_s=0)[0].goodput_tok_s)
 
 
+def test_the_end_to_end_reading_prefers_the_ttft_slo_the_server_reported():
+    # TTFT 250 ms (the client's reading) against the server's 200 ms SLO: a miss, though
+    # within the run's 5 s; the server's 300 ms: met; none reported: the run's threshold
+    r = rec(0, "urgent", 50.0, 1.0, 1.25, 2.25, 21)
+    r.server = {"slo_ttft_ms": 200.0}
+    assert r.ttft_slo_held(5000.0) == 200.0 and r.attained_with_ttft(5000.0) is False
+    r.server = {"slo_ttft_ms": 300.0}
+    assert r.attained_with_ttft(100.0) is True
+    r.server = {"slo_ttft_ms": None}
+    assert r.attained_with_ttft(249.0) is False and r.attained_with_ttft(250.0) is True
+    # the summary: each request held to its own, the heading says so
+    met, missed = rec(0, "urgent", 50.0, 1.0, 1.25, 2.25, 21), rec(1, "urgent", 50.0, 1.0,
+                                                                    1.25, 2.25, 21)
+    met.server, missed.server = {"slo_ttft_ms": 1000.0}, {"slo_ttft_ms": 100.0}
+    rows = summarize([met, missed], 5000.0)
+    assert rows[0].attainment_ttft == 0.5 and rows[0].ttft_slo_ms is None  # mixed
+    assert "+TTFT the server's SLO, else <= 5000 ms" in summary_table(rows, 5000.0)
+    plain = summarize([rec(0, "urgent", 50.0, 1.0, 1.25, 2.25, 21)], 5000.0)
+    assert "+TTFT <= 5000 ms" in summary_table(plain, 5000.0)
+
+
 def test_write_jsonl_replaces_the_file_whole(tmp_path):
     from adaserve.loadgen.records import Record, read_jsonl, write_jsonl
 

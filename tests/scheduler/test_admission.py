@@ -21,6 +21,17 @@ def test_in_time_requests_first_then_the_late_oldest_first():
     assert deadline_order(np.array([1.0, 1.0, 1.0]), now=0.0).tolist() == [0, 1, 2]
 
 
+def test_each_request_may_have_its_own_ttft_slo():
+    # arrivals at 0, 1, 2 s with TTFT SLOs 10, 2, 5 s: deadlines 10, 3, 7; now 2.5 s
+    order = deadline_order(np.array([0.0, 1.0, 2.0]), now=2.5,
+                           ttft_slo_s=np.array([10.0, 2.0, 5.0]))
+    assert order.tolist() == [1, 2, 0]
+    # at 4 s the second is late (deadline 3): after the others, whatever its deadline
+    order = deadline_order(np.array([0.0, 1.0, 2.0]), now=4.0,
+                           ttft_slo_s=np.array([10.0, 2.0, 5.0]))
+    assert order.tolist() == [2, 0, 1]
+
+
 def test_the_option_reaches_the_policy_and_the_baselines_stay_first_come():
     cfg = SchedulerConfig(budget=8)
     assert make_policy("adaserve:admit=deadline", cfg).admission == "deadline"
@@ -79,6 +90,14 @@ def test_refusal_counts_the_requests_ahead_as_the_admission_order_does():
     # first come: 8 ahead, 8 departures (8 s) + its 0.05-s prefill: 3.05 s past the SLO;
     # deadline: the 4 in time ahead, 4 departures + 0.05 s: in time
     assert fifo == pytest.approx(3.05) and deadline is None
+    # each waiting request with its own TTFT SLO: with "deadline" the arriving request (1 s
+    # TTFT SLO, deadline 11 s) has ahead of it only the in-time ones due before it
+    theirs = np.array([5.0, 5.0, 5.0, 5.0, 2.9, 30.0, 30.0, 1.0])  # deadlines: 10.9, 10.5 in time
+    late = refusal(10.0, submitted, prompts, 0, 1, "deadline", 100, 512, flow, 1.0, theirs)
+    # two ahead: 2 departures (2 s) + 0.05 s: 1.05 s past its 1-s SLO
+    assert late == pytest.approx(1.05)
+    # by default each waiting request is held to the arriving one's SLO, as before
+    assert refusal(10.0, submitted, prompts, 0, 1, "deadline", 100, 512, flow, 5.0) is None
 
 
 def test_the_engine_refuses_at_the_door_and_a_refusal_is_a_miss():

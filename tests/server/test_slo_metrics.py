@@ -42,3 +42,22 @@ def test_the_sglang_call_still_works():
     m.observe("best-effort", None, 9, 1.0, 0.2)
     m.observe("urgent", True, 11, 0.04, 0.2)
     assert _samples(r)[f'{RATIO}{{slo_class="urgent"}}'] == 1.0
+
+
+def test_ttft_attainment_per_class_beside_the_tpot_one():
+    """A request with a TTFT SLO is counted by whether its first token came within it;
+    ``attained`` of adaserve_requests_total is every objective, so the miss shows there
+    too. Requests without a TTFT SLO stay out of the TTFT series."""
+    r = CollectorRegistry()
+    m = SloMetrics(["urgent", "relaxed"], r)
+    assert not any("ttft_attainment_ratio{" in k for k in _samples(r))  # none had one yet
+    m.observe("urgent", False, 4, 0.01, 0.5, ttft_attained=False)
+    m.observe("urgent", True, 4, 0.01, 0.1, ttft_attained=True)
+    m.observe("relaxed", True, 4, 0.01, 0.1)  # no TTFT SLO
+    s = _samples(r)
+    assert s['adaserve_ttft_attainment_ratio{slo_class="urgent"}'] == 0.5
+    assert s['adaserve_ttft_slo_requests_total{attained="false",slo_class="urgent"}'] == 1
+    assert s['adaserve_ttft_slo_requests_total{attained="true",slo_class="urgent"}'] == 1
+    assert 'adaserve_ttft_attainment_ratio{slo_class="relaxed"}' not in s
+    assert s[f'{RATIO}{{slo_class="urgent"}}'] == 0.5
+    assert m.ttft_windows() == {"urgent": 0.5}

@@ -58,6 +58,7 @@ FIELDS = [
     ("/v1/chat/completions", CHAT, ("stop", 0), "surrogate"),
     ("/v1/chat/completions", CHAT, ("slo", "class"), "surrogate"),
     ("/v1/chat/completions", CHAT, ("slo", "tpot_ms"), 400),
+    ("/v1/chat/completions", CHAT, ("slo", "ttft_ms"), 400),
     ("/v1/chat/completions", CHAT, ("slo", FUZZ), 400),  # an unknown field name: "not permitted"
     ("/v1/chat/completions", CHAT, ("user",), None),  # unknown to us: ignored
     ("/v1/chat/completions", CHAT, (FUZZ,), None),
@@ -75,6 +76,7 @@ FIELDS = [
     ("/generate", GENERATE, ("sampling_params", "custom_params", "tpot_slo_ms"), "surrogate"),
     ("/generate", GENERATE, ("sampling_params", "custom_params", FUZZ), "surrogate"),
     ("/generate", GENERATE, ("slo", "class"), "surrogate"),
+    ("/generate", GENERATE, ("slo", "ttft_ms"), 400),
 ]
 ROUTES = sorted({f[0] for f in FIELDS})
 
@@ -137,7 +139,7 @@ def test_no_text_in_any_field_gets_a_server_error(live, route):
 HEADER_VALUES = [b"\xff\xfe", b"\x01\x7f", "é".encode(), b"30\xc2\xa0ms", b"3 0", b"30 ms"]
 
 
-@pytest.mark.parametrize("header", ["X-SLO-TPOT-MS", "X-SLO-Class"])
+@pytest.mark.parametrize("header", ["X-SLO-TPOT-MS", "X-SLO-Class", "X-SLO-TTFT-MS"])
 def test_no_slo_header_text_gets_a_server_error(live, header):
     with live.client() as c:
         for value in HEADER_VALUES:
