@@ -1,0 +1,85 @@
+"""How much the start-up profile's budget B moves from start to start (issue 41).
+
+`adaserve serve` without a saved profile measures B at every start: the largest token count
+whose forward costs <= 1.15x a one-token forward (scheduler.latency.budget_by_ratio), from
+the round-robin knee curve (engine.profiler._knee_curve). This repeats exactly that
+measurement N times in one process (the models loaded once, as each start loads them), at
+the start-up's repeats and at three times as many, and tabulates the B each gave and the
+ratio of each token count's forward to the one-token one. Writes
+results/startup_budget.{md,json}. Run it alone: a co-tenant is what it measures against.
+
+    python benchmarks/startup_budget.py [--curves 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as dt
+import sys
+
+import numpy as np
+
+from _common import commit, machine, write_results
+from adaserve.engine.config import EngineConfig
+from adaserve.engine.loader import load_models
+from adaserve.engine.profiler import STARTUP_REPEATS, _knee_curve
+from adaserve.scheduler.latency import BUDGET_MAX_RATIO, budget_by_ratio
+
+
+def measure(model, curves: int, repeats: int) -> list[dict]:
+    out = []
+    for _ in range(curves):
+        c = _knee_curve(model, repeats, stop_ratio=2.0)  # what a start runs
+        b = budget_by_ratio(c["tokens"], c["seconds"])
+        out.append({"tokens": c["tokens"], "seconds": c["seconds"], "budget": b.tokens})
+    return out
+
+
+def table(runs: dict[int, list[dict]]) -> list[str]:
+    counts = sorted({k for rs in runs.values() for r in rs for k in r["tokens"]})[1:5]
+    lines = ["| repeats per count | B over the curves (count) | "
+             + " | ".join(f"forward of {k} / of 1 (min-median-max)" for k in counts) + " |",
+             "|---|---|" + "---|" * len(counts)]
+    for repeats, rs in runs.items():
+        seen = collections.Counter(r["budget"] for r in rs)
+        cells = []
+        for k in counts:
+            ratios = [r["seconds"][r["tokens"].index(k)] / r["seconds"][0]
+                      for r in rs if k in r["tokens"]]
+            cells.append(f"{min(ratios):.2f}-{np.median(ratios):.2f}-{max(ratios):.2f}")
+        lines.append(f"| {repeats} | " + ", ".join(f"B = {b}: {n}" for b, n in sorted(seen.items()))
+                     + " | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--curves", type=int, default=10, help="knee curves per repeat count")
+    args = p.parse_args()
+    models = load_models(EngineConfig())
+    runs = {r: measure(models.target, args.curves, r)
+            for r in (STARTUP_REPEATS, 3 * STARTUP_REPEATS)}
+    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
+           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="minutes"),
+           "commit": commit(), "max_ratio": BUDGET_MAX_RATIO,
+           "runs": {str(k): v for k, v in runs.items()}}
+    lines = ["# The start-up profile's budget B, start to start", "",
+             f"- command: `{res['command']}`", f"- machine: {res['machine']}",
+             f"- date: {res['date']} UTC, commit {res['commit']}; run alone", "",
+             f"Each row: {args.curves} knee curves measured as `adaserve serve` measures one at "
+             f"a start without a saved profile (round robin over the token counts, the median "
+             f"of the repeats, stopping past 2x the one-token forward), and the B that the "
+             f"budget rule (<= {BUDGET_MAX_RATIO}x) reads from each.", ""]
+    lines += table(runs)
+    lines += ["", "Where the forward's ratio to a one-token forward sits near the rule's "
+              "1.15 at two neighbouring counts, noise of a few percent moves B between them "
+              "from start to start; more repeats narrow the noise of each median, not the "
+              "machine's drift between the counts. A saved profile (`adaserve profile`) or "
+              "`--budget` fixes B (docs/server.md).", ""]
+    write_results("startup_budget", "\n".join(lines), res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
