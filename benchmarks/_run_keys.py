@@ -2,9 +2,11 @@
 
 A run is the engine's loop (adaserve/engine, adaserve/sim), the scheduler library, one
 policy and, in a fleet, one router. Its key holds a hash of the loop and the library
-without the two registries of variants (scheduler/policies.py, adaserve/sim/routers.py),
-and a hash of the run's own policy (its classes, base classes included, and the module's
-functions) and router. So a new policy or router beside the others, a docstring, a
+without the modules of variants (the policies: scheduler/adaserve_policy.py,
+scheduler/baselines.py and their registry scheduler/policies.py; the routers:
+adaserve/sim/routers.py), and a hash of the run's own policy (its classes in the module
+that defines them, and that module's and the registry's functions; the base classes in
+scheduler/policy_base.py are the library's) and router. So a new policy or router beside the others, a docstring, a
 comment or a reflowed line keep every kept run; a change to what a run executes makes it
 stale, and the pages refuse stale runs.
 """
@@ -21,8 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # the loop and the library every run executes; the metric code is here too, since a kept
 # run holds what it measured
 LOOP = ("scheduler/*.py", "adaserve/engine/*.py", "adaserve/sim/*.py", "loadgen/records.py")
-# registries of variants: a run executes one entry of each, hashed on its own
-VARIANTS = {"policies.py": "scheduler/policies.py", "routers.py": "adaserve/sim/routers.py",
+# modules of variants: a run executes one entry of each, hashed on its own
+VARIANTS = {"policies.py": "scheduler/policies.py",
+            "adaserve_policy.py": "scheduler/adaserve_policy.py",
+            "baselines.py": "scheduler/baselines.py", "routers.py": "adaserve/sim/routers.py",
             "options.py": "scheduler/options.py"}
 
 
@@ -42,13 +46,18 @@ def code_sha() -> str:
 @functools.lru_cache(maxsize=None)
 def policy_sha(policy: str) -> str:
     """A hash of what running ``policy`` (a policy spec or one of the paper's systems)
-    executes of scheduler/policies.py: its class and base classes, and the module's
-    functions; for an AdaServe spec, also scheduler/options.py and the options."""
+    executes of the policy modules: its classes in the module that defines them
+    (adaserve_policy.py or baselines.py) with that module's functions, and the registry's
+    functions (policies.py); for an AdaServe spec, also scheduler/options.py and the
+    options."""
     from adaserve.engine.systems import resolve_system
     from adaserve.scheduler import policy_options
 
     cls, options = policy_options(resolve_system(policy).policy)
-    sha = _variant_sha(VARIANTS["policies.py"], cls)
+    h = hashlib.sha256(_variant_sha(VARIANTS[cls.__module__.rsplit(".", 1)[-1] + ".py"],
+                                    cls).encode())
+    h.update(slice_sha((ROOT / VARIANTS["policies.py"]).read_text(), set()).encode())
+    sha = h.hexdigest()
     if options is None:
         return sha
     # an AdaServe spec runs the options module and the options it resolves to: a preset

@@ -25,7 +25,7 @@ class SchedulerConfig:
     max_chain: int = 8  # K for turbospec: chain lengths 0..K are scored
     specinfer_expansion: tuple[int, ...] = (1, 1, 3, 1, 1, 1, 1, 1)  # seed 002 §6.1
     # Budgeted policies: cut Eq. 8's depth where the profiled draft cost makes deeper trees
-    # lower predicted goodput (policies.py, _worthwhile_depth). False: Eq. 8 as published.
+    # lower predicted goodput (policy_base.py, _worthwhile_depth). False: Eq. 8 as published.
     cost_aware_depth: bool = True
     # what `adaserve` decides as its authors' code does (scheduler/authors.py)
     rules: AdaServeRules = field(default_factory=AdaServeRules)

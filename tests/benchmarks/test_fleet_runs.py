@@ -87,6 +87,11 @@ def test_the_shipped_policies_and_routers_have_keys_of_their_own():
     # a paper system is keyed on the policy it runs
     assert keys.policy_sha("sarathi") == keys.policy_sha("vllm") == keys.policy_sha("incremental")
     assert keys.router_sha("round-robin") != keys.router_sha("class-affinity:32")
+    # the policies live in two modules of variants (adaserve_policy.py, baselines.py): each
+    # is keyed on its own module's slice
+    shas = {p: keys.policy_sha(p) for p in ("adaserve-text", "global-greedy", "turbospec",
+                                             "incremental", "chain-4")}
+    assert len(set(shas.values())) == len(shas)
 
 
 KIT_TRACE = runs.KIT / "traces" / "fig8_9_rps3.0_ol256.csv"

@@ -1,0 +1,202 @@
+"""The policy interface (``Policy``), the budgeted base the tree policies share, and the
+helpers every policy plans with. The policies themselves: ``adaserve_policy`` (AdaServe)
+and ``baselines`` (the paper's comparisons); ``policies`` names them."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Sequence
+from dataclasses import replace
+from typing import ClassVar
+
+import numpy as np
+
+from adaserve.scheduler.acceptance import AcceptanceTracker
+from adaserve.scheduler.authors import tree_shape
+from adaserve.scheduler.budget import chain_rates, goodput_budget
+from adaserve.scheduler.config import SchedulerConfig
+from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
+from adaserve.scheduler.selection import Selection
+from adaserve.scheduler.shape import SpecPlan
+from adaserve.scheduler.slo import BatchView
+from adaserve.scheduler.tree import CandidateBatch
+
+IDLE = SpecPlan(depth=0, width=0)
+
+
+class Policy(ABC):
+    """Decides, per iteration, what to speculate and which speculated tokens to verify."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+
+    def __init__(self, config: SchedulerConfig,
+                 latency: IterationLatency | CalibratedLatency | None = None,
+                 acceptance: AcceptanceTracker | None = None) -> None:
+        self.config = config
+        self.latency = latency  # None: iteration latency is not predicted (t_spec = 0)
+        self.acceptance = acceptance if acceptance is not None else AcceptanceTracker()
+
+    @property
+    def may_draft(self) -> bool:
+        """Whether any plan of this policy can ask for a draft tree. An engine may leave a
+        draft that can never be asked for idle (no prefill, no KV)."""
+        return True
+
+    @property
+    def admission(self) -> str:
+        """How the engine picks the next waiting request to admit (admission.ADMISSIONS):
+        first come, first served unless a policy's options say otherwise."""
+        return "fifo"
+
+    @property
+    def refuses(self) -> bool:
+        """Whether the engine refuses an arriving request predicted to miss its TTFT SLO
+        (admission.predicted_ttft); no policy does unless its options say so."""
+        return False
+
+    @abstractmethod
+    def plan(self, batch: BatchView) -> SpecPlan:
+        """The draft shape for this iteration."""
+
+    @abstractmethod
+    def _select(self, batch: BatchView, plan: SpecPlan, candidates: CandidateBatch) -> Selection:
+        ...
+
+    def select(self, batch: BatchView, plan: SpecPlan, candidates: CandidateBatch) -> Selection:
+        """The nodes of each candidate tree to verify; ancestor-closed, roots included."""
+        if candidates.n != batch.n:
+            raise ValueError(f"{candidates.n} candidate trees for a batch of {batch.n}")
+        return self._select(batch, plan, candidates)
+
+    def observe(self, request_ids: Sequence[Hashable], selection: Selection,
+                accepted: np.ndarray) -> None:
+        """After verification: request i accepted ``accepted[i]`` ([n] int) of the non-root
+        nodes ``selection`` chose for it. Policies that learn from it override this."""
+
+    def forget(self, request_id: Hashable) -> None:
+        """Drop a finished or aborted request's state."""
+        self.acceptance.forget(request_id)
+
+    def predict_latency(self, batch: BatchView, plan: SpecPlan, verify_tokens: int) -> float:
+        if self.latency is None:
+            return 0.0
+        return self.latency.predict(int(batch.context_tokens.sum()),
+                                    plan.draft_step_tokens(batch.n), verify_tokens)
+
+    def _priced(self, batch: BatchView, shape: SpecPlan, verify_tokens: int) -> SpecPlan:
+        """The shape with its predicted iteration latency filled in."""
+        return replace(shape, t_spec_s=self.predict_latency(batch, shape, verify_tokens))
+
+
+class BudgetedPolicy(Policy):
+    """Beam-search candidates shaped by Eq. 8-9; selection under budget B."""
+
+    # With cost-aware depth, an iteration that plans no draft because drafting is
+    # predicted not to pay drafts one level anyway every PROBE_EVERY such iterations: the
+    # acceptance estimate that ruled drafting out is only updated by drafting.
+    PROBE_EVERY = 16
+
+    def __init__(self, config: SchedulerConfig,
+                 latency: IterationLatency | CalibratedLatency | None = None,
+                 acceptance: AcceptanceTracker | None = None) -> None:
+        super().__init__(config, latency, acceptance)
+        self._undrafted = 0  # iterations in a row that drafting was predicted not to pay
+
+    @property
+    def may_draft(self) -> bool:
+        # B = 1: one root fills it whatever the batch, unless the budget adapts past B
+        return self.config.budget > 1 or self._budget_adapts
+
+    # whether this policy may verify more than B where predicted goodput says so (an
+    # AdaServe option, budget=goodput); the baselines keep the configured B
+    adapts_budget: bool = False
+
+    @property
+    def _budget_adapts(self) -> bool:
+        c = self.config
+        return self.adapts_budget and c.cost_aware_depth and prices_drafting(self.latency)
+
+    def plan(self, batch: BatchView) -> SpecPlan:
+        n = batch.n
+        if n == 0:
+            return IDLE
+        budget = self._iteration_budget(batch)
+        if n >= budget:  # the roots alone fill the budget: drafting would be thrown away
+            shape = IDLE
+        else:
+            d, w = self._shape(n, budget)
+            depth = self._worthwhile_depth(batch, d, w, budget)
+            shape = SpecPlan(depth=depth, width=w) if depth else IDLE
+        return replace(self._priced(batch, shape, self._verify_tokens(n, shape, budget)),
+                       budget=budget)
+
+    def _iteration_budget(self, batch: BatchView) -> int:
+        """B, or with ``adapts_budget`` and the cost-aware planning (a latency model that
+        prices draft steps, cost_aware_depth on) the verify count with the most predicted
+        tokens per second (budget.goodput_budget)."""
+        c = self.config
+        if not self._budget_adapts:
+            return c.budget
+        return goodput_budget(batch.n, self.acceptance.alphas(batch.request_ids), c.budget,
+                              c.max_depth,
+                              lambda d, b: self.predict_latency(batch, chain_plan(d), b))
+
+    def _shape(self, n: int, budget: int) -> tuple[int, int]:
+        """Depth and width for n requests: the EuroSys Eq. 8-9 the authors run
+        (authors.tree_shape)."""
+        c = self.config
+        return tree_shape(n, budget, c.spec_budget, c.min_depth, c.max_depth, c.max_width,
+                          c.rules)
+
+    def _verify_tokens(self, n: int, shape: SpecPlan, budget: int) -> int:
+        return min(max(n, budget), shape.candidate_nodes(n))
+
+    def _budget_of(self, plan: SpecPlan) -> int:
+        return plan.budget or self.config.budget
+
+    def _worthwhile_depth(self, batch: BatchView, depth: int, width: int, budget: int) -> int:
+        """Eq. 8's depth, cut short where deeper drafting is predicted to lower goodput.
+
+        Eq. 8 takes the draft as free next to the target (a 160M draft beside a 7B target on
+        a GPU). Where a draft step costs a sizeable share of a target forward (~13% for our
+        3-layer draft on 2 CPU cores), 8 steps cost more than the tokens they add. So the
+        depth is the d <= Eq. 8 maximizing predicted tokens per second: the acceptance
+        tracker's per-depth rate alpha gives sum_{j<=d} alpha^j tokens per request
+        (TurboSpec's chain estimate), the profiled latency model prices d draft steps plus
+        verification. Depth 0, no draft at all, is scored too, so where a draft step costs
+        more than it yields the policy plans what ``incremental`` would (one probe every
+        PROBE_EVERY such iterations keeps the acceptance estimate current). Without a
+        profiled draft cost (or with cost_aware_depth off) every depth costs the same and
+        Eq. 8 stands.
+        """
+        if not self.config.cost_aware_depth or not prices_drafting(self.latency):
+            return depth
+        def seconds(d: int) -> float:
+            shape = SpecPlan(depth=d, width=width) if d else IDLE
+            return self.predict_latency(batch, shape, self._verify_tokens(batch.n, shape, budget))
+
+        # ties keep the shallower tree
+        best_d = int(np.argmax(chain_rates(self.acceptance.alphas(batch.request_ids), depth,
+                                           seconds)))
+        if best_d:
+            self._undrafted = 0
+            return best_d
+        self._undrafted += 1
+        return 1 if self._undrafted % self.PROBE_EVERY == 0 else 0
+
+
+
+def prices_drafting(latency: IterationLatency | CalibratedLatency | None) -> bool:
+    """Whether the latency predictor charges for draft steps (a profiled draft model)."""
+    if isinstance(latency, CalibratedLatency):
+        latency = latency.base
+    return latency is not None and latency.draft is not None
+
+
+def chain_plan(k: int) -> SpecPlan:
+    """A k-token chain draft (k = 0: no draft)."""
+    return SpecPlan(depth=k, width=1 if k else 0)
+
+
+# Every name a spec may start with. ``adaserve`` and ``adaserve-authors`` are presets of one
