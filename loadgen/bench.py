@@ -125,7 +125,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "sim: the simulator, no server (it follows --serve-args' engine flags)")
     sim = p.add_argument_group("--backend sim")
     sim.add_argument("--hardware", default="cpu-smollm2-135m",
-                     help="hardware model: a shipped one or a JSON file (docs/sim.md)")
+                     help="hardware model: a shipped one or a JSON file (docs/sim-models.md)")
     sim.add_argument("--acceptance", default="synthetic-cpu-pair",
                      help="acceptance model: a shipped one, a JSON file, or a replay "
                           "recording (.npz)")

@@ -76,9 +76,10 @@ class Record:
         get_request_expected_latency): decode latency, from the first token to the finish,
         within SLO x the tokens generated (n tokens, not the n - 1 gaps of TPOT). None for
         best effort and for a request that did not complete: their attainment is attained /
-        completed requests (docs/sim.md, "The two readings"). A request refused at the door
-        (503) is a miss here too (False): FlexFlow never refuses one, so its reading is
-        unchanged, and a policy that refuses cannot shrink its denominator by refusing."""
+        completed requests (docs/sim-validation.md, "The readings of attainment"). A request
+        refused at the door (503) is a miss here too (False): FlexFlow never refuses one, so
+        its reading is unchanged, and a policy that refuses cannot shrink its denominator by
+        refusing."""
         if self.slo_ms is not None and self.status == "rejected":
             return False
         if self.slo_ms is None or self.status != "ok" or self.first_token_s is None:

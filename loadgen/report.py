@@ -100,7 +100,8 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
                 f"`{meta.get('hardware')}`, acceptance model `{meta.get('acceptance')}`"
                 + (f", prompt tokens counted by the {meta['prompt_tokens']}"
                    if meta.get("prompt_tokens") else "")
-                + "; every request runs to its max_tokens and none is refused (docs/sim.md)"]
+                + "; every request runs to its max_tokens and none is refused "
+                  "(docs/sim-models.md, Not modelled)"]
                if meta.get("backend") == "sim" else []),
              f"- server: {_server(runs)}", "",
              "Attainment: requests within their TPOT SLO / requests sent with an SLO (the "

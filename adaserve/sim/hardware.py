@@ -8,7 +8,7 @@ N_ctx cached context tokens by one of two cost kinds:
   the last segment) plus the memory-bound attention term, ms per 1,000 cached tokens
   (../shared/paper-scale/README.md, "Decode/verify attention term").
 The shipped models live in adaserve/sim/data/hardware/*.json; `HardwareModel.load` takes a
-name there or a path to a user's own file (docs/sim.md says how to make one).
+name there or a path to a user's own file (docs/sim-models.md says how to make one).
 """
 
 from __future__ import annotations

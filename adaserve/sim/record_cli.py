@@ -1,5 +1,5 @@
 """`adaserve sim record`: a replay recording of the real pair over the load generator's
-prompts, for the simulator's replay acceptance (docs/sim.md, "Acceptance models").
+prompts, for the simulator's replay acceptance (docs/sim-models.md, "Acceptance").
 
 The prompts are exactly those `adaserve loadgen --prompts SET --requests N --seed S` draws
 from (the same prompt set per seed), chat-encoded as the server encodes them, so `adaserve

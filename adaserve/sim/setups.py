@@ -3,7 +3,7 @@ lengths and each serving system's engine settings, as one data file
 (adaserve/sim/data/setups/*.json, each with its sources).
 
 The paper's set-ups (`paper-llama3.1-70b`, `paper-qwen2.5-32b`) are the AdaServe authors'
-servers as their artifact ran them, and the baselines as it ran theirs; docs/sim.md's
+servers as their artifact ran them, and the baselines as it ran theirs; docs/sim-authors.md's
 choice table says where every value comes from. `adaserve simulate --setup NAME` runs one,
 and any flag given beside it overrides that one value.
 """
