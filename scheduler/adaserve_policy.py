@@ -11,12 +11,13 @@ import numpy as np
 
 from adaserve.scheduler.acceptance import AcceptanceTracker, RequestCalibration
 from adaserve.scheduler.authors import in_slo_phase, slo_need, slo_token_cap
+from adaserve.scheduler.budget import goodput_budget
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.depth import MeasuredDepth, need_floor
 from adaserve.scheduler.options import PRESETS, AdaServeOptions
 from adaserve.scheduler.pacing import pace_cap
-from adaserve.scheduler.policy_base import IDLE, BudgetedPolicy, prices_drafting
+from adaserve.scheduler.policy_base import IDLE, BudgetedPolicy, chain_plan, prices_drafting
 from adaserve.scheduler.selection import Selection, select_slo_customized, top_yield, trim
 from adaserve.scheduler.shape import SpecPlan, depth_width
 from adaserve.scheduler.slo import SLO_EPS, BatchView, capped_requirement
@@ -73,7 +74,7 @@ class AdaServePolicy(BudgetedPolicy):
                  options: AdaServeOptions = PRESETS["adaserve"]) -> None:
         super().__init__(config, latency, acceptance)
         self.options = options
-        self.adapts_budget = options.budget == "goodput"
+        self.adapts_budget = options.budget in ("goodput", "kept")
         self.depth = MeasuredDepth() if options.depth == "measured" else None
         self.calibration = RequestCalibration() if options.calibrate else None
         # (selection, request ids, depth, tight [n] bool, predicted seconds) of iterations
@@ -106,6 +107,26 @@ class AdaServePolicy(BudgetedPolicy):
         if self.options.pace is not None and self.config.cost_aware_depth:
             plan = self._paced_depth(batch, plan, priced)
         return plan
+
+    def _iteration_budget(self, batch: BatchView) -> int:
+        """The budget as the base chooses it; with ``budget=kept`` and pacing, the goodput
+        budget counts the tokens pacing lets each request keep (``budget.goodput_budget``'s
+        ``keeps``)."""
+        c, pace = self.config, self.options.pace
+        if not self._budget_adapts or pace is None or self.options.budget != "kept":
+            return super()._iteration_budget(batch)
+        n = batch.n
+
+        def seconds(d: int, verify: int) -> float:
+            return self.predict_latency(batch, chain_plan(d), verify)
+
+        def keeps(d: int) -> np.ndarray:  # the caps at the unpaced chain's latency, an upper bound
+            t = seconds(d, n * (d + 1))
+            caps = pace_cap(batch, t, pace, c.rules) - 1.0  # [n], inf for best effort
+            return np.minimum(caps, d)
+
+        return goodput_budget(n, self.acceptance.alphas(batch.request_ids), c.budget,
+                              c.max_depth, seconds, keeps)
 
     def _paced_depth(self, batch: BatchView, plan: SpecPlan, priced: list[SpecPlan]) -> SpecPlan:
         """The plan no deeper than pacing lets any request keep: a request is cut to

@@ -11,7 +11,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``floor`` | ``on``/``off`` | the measured depth never drops below the median tight request's need per step (``depth.need_floor``); no effect at ``depth=eq8`` |
 | ``calibrate`` | ``on``/``off`` | the SLO phase counts each node as the request's accepted/predicted ratio x f(v) |
 | ``admit`` | ``fifo``/``deadline`` | which waiting request the engine admits next: the oldest, or the earliest TTFT deadline still ahead, the late ones deferred (``admission.deadline_order``) |
-| ``budget`` | ``profile``/``goodput`` | verify the profile's B every iteration, or, with the cost-aware planning, the count among B and n x (d + 1) predicted to give the most tokens per second (``budget.goodput_budget``) |
+| ``budget`` | ``profile``/``goodput``/``kept`` | verify the profile's B every iteration, or, with the cost-aware planning, the count among B and n x (d + 1) predicted to give the most tokens per second (``budget.goodput_budget``); ``kept``: the same, counting only the tokens pacing lets each request keep |
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
 
 A spec is a preset's name, optionally with options after a colon:
@@ -29,7 +29,7 @@ from typing import Literal
 
 DEPTHS = ("eq8", "measured")
 ADMITS = ("fifo", "deadline")
-BUDGETS = ("profile", "goodput")
+BUDGETS = ("profile", "goodput", "kept")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
 
@@ -45,7 +45,7 @@ class AdaServeOptions:
     calibrate: bool = False
     admit: Literal["fifo", "deadline"] = "fifo"
     refuse: bool = False
-    budget: Literal["profile", "goodput"] = "profile"
+    budget: Literal["profile", "goodput", "kept"] = "profile"
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)

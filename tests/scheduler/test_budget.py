@@ -50,3 +50,43 @@ def test_the_option_needs_the_cost_aware_planning():
     assert not p.plan(_batch(6, tpot_ms=30.0)).speculates
     with pytest.raises(ValueError, match="budget"):
         make_policy("adaserve:budget=huge", SchedulerConfig(budget=4))
+
+
+def test_a_kept_budget_counts_only_what_pacing_keeps():
+    """budget=kept: 8 requests, a draft step of 10 ms, verification 40 ms + 3 ms a token,
+    acceptance 0.7. Every request keeping its chain, d = 1 pays (8 x 1.7 tokens in 98 ms
+    against 8 in 64 ms); with 6 of them paced to their roots, the draft runs for all 8
+    and only 2 gain: roots alone win."""
+    alphas = np.full(8, 0.7)
+
+    def seconds(d, verify):
+        return 0.04 + 0.003 * verify + 0.010 * d
+
+    assert goodput_budget(8, alphas, 4, 1, seconds) == 16
+    paced = np.array([1, 1, 0, 0, 0, 0, 0, 0])
+    assert goodput_budget(8, alphas, 4, 1, seconds, keeps=lambda d: np.minimum(paced, d)) == 8
+    # keeping everything is the unpaced choice, token for token
+    for depth in (1, 3, 6):
+        assert (goodput_budget(8, alphas, 4, depth, seconds, keeps=lambda d: np.full(8, d))
+                == goodput_budget(8, alphas, 4, depth, seconds))
+
+
+def test_the_policy_with_budget_kept_drafts_only_where_kept_tokens_pay():
+    """Six requests far ahead of a lenient SLO (pacing caps them at the root) and two
+    behind: budget=goodput drafts a chain for all eight, budget=kept sees the draft's cost
+    buy two requests' tokens and verifies the roots."""
+    target = LatencyModel(alpha=0.0, gamma=3e-3, delta=0.04)
+    draft = LatencyModel(alpha=0.0, gamma=0.0, delta=0.010)
+    batch = BatchView.from_progress(
+        [RequestProgress(f"a{i}", SLO.from_ms(400), 1.0, 99, 0) for i in range(6)]
+        + [RequestProgress(f"b{i}", SLO.from_ms(60), 3.0, 29, 0) for i in range(2)])
+
+    def plan(budget):
+        tracker = AcceptanceTracker(prior_alpha=0.7, prior_weight=1e9)
+        policy = make_policy(f"adaserve:budget={budget}", SchedulerConfig(budget=4),
+                             IterationLatency(target, draft), tracker)
+        return policy.plan(batch)
+
+    assert plan("goodput").budget >= 16 and plan("goodput").speculates
+    kept = plan("kept")
+    assert kept.budget == 8 and not kept.speculates
