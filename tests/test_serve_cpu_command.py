@@ -30,7 +30,8 @@ def test_adaserve_launch_sets_up_the_cpu_runtime(model, monkeypatch):
     argv, env = command(parse("--model", model, "--draft", "target", "--budget", "6",
                               "--slo-classes", "urgent=50,relaxed=900", "--default-class",
                               "relaxed", "--verify", "uniform", "--iteration-log", "/tmp/it",
-                              "--port", "31000", "--", "--log-level", "info"))
+                              "--prefill-chunk-ms", "250", "--port", "31000", "--",
+                              "--log-level", "info"))
     assert argv[1:3] == ["-m", "sglang.launch_server"]
     flags = dict(zip(argv[3::1], argv[4::1]))
     assert flags["--model-path"] == model and flags["--device"] == "cpu"
@@ -48,6 +49,7 @@ def test_adaserve_launch_sets_up_the_cpu_runtime(model, monkeypatch):
     assert (env["ADASERVE_BUDGET"], env["ADASERVE_SLO_CLASSES"],
             env["ADASERVE_DEFAULT_CLASS"]) == ("6", "urgent=50,relaxed=900", "relaxed")
     assert (env["ADASERVE_VERIFY"], env["ADASERVE_ITERATION_LOG"]) == ("uniform", "/tmp/it")
+    assert env["ADASERVE_PREFILL_CHUNK_MS"] == "250.0"  # the default TTFT's prefill rate
 
 
 def test_the_default_draft_is_the_distilled_one_with_a_full_vocabulary(model, monkeypatch,

@@ -3,8 +3,9 @@
 sglang-router 0.3.2 drops every way a client states an SLO (tracestate.py says how), so a
 fleet behind it would serve every request at the default class without a word. The front
 listens where clients connect, finds the request's SLO by the contract's precedence
-(body ``slo``, then ``custom_params``, then ``X-SLO-TPOT-MS``, then ``X-SLO-Class``), puts
-it on ``tracestate`` as our member, and passes the request, unchanged otherwise, to the
+(body ``slo``, then ``custom_params``, then ``X-SLO-TPOT-MS``, then ``X-SLO-Class``) and
+its TTFT SLO (body ``slo.ttft_ms``, then ``X-SLO-TTFT-MS``), puts them on ``tracestate``
+as our member, and passes the request, unchanged otherwise, to the
 router, streaming the answer back. It refuses at the door what a replica's contract gate
 would (``door_refusal``), in the same shape and naming the field as the client sent it,
 since past the router the body's SLO is a ``tracestate`` member; the lengths, which need
@@ -51,11 +52,7 @@ def slo_source(body: object, headers: Mapping[str, str]) -> tuple[str, str] | No
     or None (the replica's default class). SLOError for a shape the contract refuses."""
     if isinstance(body, Mapping):
         if body.get("slo") is not None:
-            slo = body["slo"]
-            if not isinstance(slo, Mapping) or set(slo) - set(_BODY):
-                raise SLOError('slo must be an object: {"tpot_ms": 30} or {"class": '
-                               '"urgent"}', "slo")
-            found = _one(slo, _BODY, "slo")
+            found = _one(_body_slo(body), _BODY, "slo")
             if found is not None:
                 return found
         params = body.get("sampling_params")
@@ -75,6 +72,25 @@ def slo_source(body: object, headers: Mapping[str, str]) -> tuple[str, str] | No
     return None
 
 
+def ttft_source(body: object, headers: Mapping[str, str]) -> tuple[str, str] | None:
+    """The request's TTFT SLO as ("ttft-ms", value text): the body's ``slo.ttft_ms``, else
+    the header ``X-SLO-TTFT-MS``; None (the class's default, on the replica)."""
+    if isinstance(body, Mapping) and body.get("slo") is not None:
+        found = _one(_body_slo(body), {"ttft_ms": "ttft-ms"}, "slo")
+        if found is not None:
+            return found
+    sent = [v for k, v in headers.items() if k.lower() == "x-slo-ttft-ms"]
+    return ("ttft-ms", sent[0]) if sent else None
+
+
+def _body_slo(body: Mapping) -> Mapping:
+    slo = body["slo"]
+    if not isinstance(slo, Mapping) or set(slo) - set(_BODY) - {"ttft_ms"}:
+        raise SLOError('slo must be an object: {"tpot_ms": 30} or {"class": "urgent"}, '
+                       'and ttft_ms', "slo")
+    return slo
+
+
 def forwarded_headers(path: str, body: bytes, headers: Mapping[str, str]) -> dict[str, str]:
     """What the front sends the router: the client's headers, with the SLO on tracestate
     for an SLO route. SLOError for a bad SLO shape."""
@@ -85,11 +101,11 @@ def forwarded_headers(path: str, body: bytes, headers: Mapping[str, str]) -> dic
         parsed = json.loads(body) if body else None
     except ValueError:  # not JSON: the replica's 4xx says so
         parsed = None
-    found = slo_source(parsed, headers)
-    if found is not None:
+    parts = [p for p in (slo_source(parsed, headers), ttft_source(parsed, headers)) if p]
+    if parts:
         old = {k.lower(): v for k, v in out.items()}.get("tracestate")
         out = {k: v for k, v in out.items() if k.lower() != "tracestate"}
-        out["tracestate"] = with_member(old, member(*found))
+        out["tracestate"] = with_member(old, member(*parts))
     return out
 
 

@@ -26,15 +26,18 @@ from adaserve.server.slo_value import SLOError
 from adaserve.sglang import contract
 from adaserve.sglang.contract import ContractError
 from adaserve.sglang.error_shape import OpenAIErrors
-from adaserve.sglang.slo import adaserve_selected, configured_classes
+from adaserve.sglang.slo import (PREFILL_ENV, adaserve_selected, chunk_of,
+                                 configured_classes, default_ttft, prefill_rate)
 from adaserve.sglang.tracestate import slo_headers
 
 
 def resolved(body_slo: Mapping | None, custom_params: Mapping | None,
              headers: Mapping[str, str], custom_at: str) -> dict:
     """custom_params with the request's SLO resolved into it (class and milliseconds; best
-    effort: no tpot_slo_ms). The headers include the SLO a router carried on
-    ``tracestate`` (tracestate.py). ContractError for bad input."""
+    effort: no tpot_slo_ms; ttft_slo_ms only where the request named a TTFT SLO, whose
+    default needs the prompt's length and is the report's: report.py). The headers include
+    the SLO a router carried on ``tracestate`` (tracestate.py). ContractError for bad
+    input."""
     classes, default = configured_classes()
     try:
         label, slo = request_slo(body_slo, custom_params, slo_headers(headers), classes,
@@ -44,8 +47,11 @@ def resolved(body_slo: Mapping | None, custom_params: Mapping | None,
     out = dict(custom_params or {})
     out["slo_class"] = label
     out.pop("tpot_slo_ms", None)
+    out.pop("ttft_slo_ms", None)  # only the contract's sources name a TTFT SLO
     if slo.tpot_s is not None:
         out["tpot_slo_ms"] = slo.tpot_s * 1e3
+    if slo.ttft_s is not None:
+        out["ttft_slo_ms"] = slo.ttft_s * 1e3
     return out
 
 
@@ -136,14 +142,28 @@ def server_info_hook(original, server_args, *args, **kwargs):
         return info
     import os
 
+    from adaserve.server.slo_ttft import NOMINAL_PROMPT_TOKENS, QUEUE_SLACK
     from adaserve.sglang.server_args import VERIFY_ENV
 
     classes, default = configured_classes()
     baseline = os.environ.get("ADASERVE_BASELINE_MS")
+    chunk = chunk_of(server_args)
+    rate = prefill_rate(chunk)
+
+    def ttft_ms(tpot_ms):  # a class's default TTFT SLO for the nominal prompt
+        ms = default_ttft(tpot_ms, NOMINAL_PROMPT_TOKENS, chunk)
+        return None if ms is None else round(ms, 3)
+
     return {**info,
-            "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec}
-                            for c in classes.values()],
+            "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec,
+                             "ttft_ms": ttft_ms(c.tpot_ms)} for c in classes.values()],
             "default_slo_class": default,
+            # what the defaults are reasoned from, under the embedded server's key
+            "ttft_default": None if rate is None or not baseline else {
+                "rule": "class multiple x queue_slack x (chunk_ms + prompt tokens x chunk_ms "
+                        "/ prefill_chunk)", "queue_slack": QUEUE_SLACK,
+                "prefill_chunk": rate.chunk_tokens, "chunk_ms": round(rate.chunk_s * 1e3, 3),
+                "prompt_tokens": NOMINAL_PROMPT_TOKENS, "chunk_ms_from": PREFILL_ENV},
             "baseline_latency_ms": float(baseline) if baseline else None,
             "policy": os.environ.get("ADASERVE_POLICY", "adaserve"),
             "budget": int(os.environ.get("ADASERVE_BUDGET", 0)) or None,  # None: the layout

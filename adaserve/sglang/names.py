@@ -23,3 +23,4 @@ CHAT_STREAM = ("sglang.srt.entrypoints.openai.serving_chat.OpenAIServingChat"
                "._generate_chat_stream")
 COMPLETION_STREAM = ("sglang.srt.entrypoints.openai.serving_completions"
                      ".OpenAIServingCompletion._generate_completion_stream")
+RESOLVED = "sglang.srt.arg_groups.overrides.resolution_result"

@@ -1,6 +1,8 @@
 """The SLO report of a finished request in SGLang's response ``meta_info``: the same fields
-the embedded server reports (``slo_class``, ``slo_tpot_ms``, ``tpot_ms``, ``ttft_ms``,
-``slo_attained``, ``accepted_tokens_per_step``).
+the embedded server reports (``slo_class``, ``slo_tpot_ms``, ``slo_ttft_ms``, ``tpot_ms``,
+``ttft_ms``, ``ttft_attained``, ``slo_attained``, ``accepted_tokens_per_step``), by its
+definitions: ``slo_attained`` is every objective the request had (the TPOT within its SLO
+and, where it had a TTFT SLO, the first token within it).
 
 An AROUND hook on ``TokenizerManager._calculate_spec_decoding_metrics``, which SGLang
 calls once per finished request of a speculative server, in the tokenizer manager, with
@@ -30,30 +32,39 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from functools import lru_cache
 
-from adaserve.sglang.slo import adaserve_selected
+from adaserve.sglang.slo import adaserve_selected, chunk_of, default_ttft
 
 
 def slo_report(custom_params: Mapping | None, completion_tokens: int, verify_ct: int,
-               created_s: float, first_token_s: float, finished_s: float) -> dict:
+               created_s: float, first_token_s: float, finished_s: float,
+               default_ttft_ms: float | None = None) -> dict:
     """TPOT as the embedded server defines it: (finish - first token) / (tokens - 1); a
-    request with one token has no gap to miss."""
+    request with one token has no gap to miss. TTFT: first token - arrival at the
+    tokenizer manager; no first token misses a TTFT SLO. The TTFT SLO is the one the
+    request named (``ttft_slo_ms``), else ``default_ttft_ms`` (its class's, slo.py)."""
     params = custom_params or {}
     slo_ms = params.get("tpot_slo_ms")
     tpot_ms = (1e3 * (finished_s - first_token_s) / (completion_tokens - 1)
                if completion_tokens > 1 and finished_s >= first_token_s > 0 else None)
-    attained = None if slo_ms is None else (tpot_ms is None or tpot_ms <= slo_ms)
+    ttft_ms = 1e3 * (first_token_s - created_s) if first_token_s > 0 else None
+    slo_ttft_ms = params.get("ttft_slo_ms", default_ttft_ms)
+    tpot_met = None if slo_ms is None else (tpot_ms is None or tpot_ms <= slo_ms)
+    ttft_met = None if slo_ttft_ms is None else (ttft_ms is not None and ttft_ms <= slo_ttft_ms)
+    met = [m for m in (tpot_met, ttft_met) if m is not None]
     return {
         "slo_class": params.get("slo_class"),
         "slo_tpot_ms": slo_ms,
+        "slo_ttft_ms": slo_ttft_ms,
         "tpot_ms": tpot_ms,
-        "ttft_ms": 1e3 * (first_token_s - created_s) if first_token_s > 0 else None,
-        "slo_attained": attained,
+        "ttft_ms": ttft_ms,
+        "ttft_attained": ttft_met,
+        "slo_attained": all(met) if met else None,
         "accepted_tokens_per_step": completion_tokens / verify_ct if verify_ct > 0 else None,
     }
 
 
-FIELDS = ("slo_class", "slo_tpot_ms", "tpot_ms", "ttft_ms", "slo_attained",
-          "accepted_tokens_per_step")
+FIELDS = ("slo_class", "slo_tpot_ms", "slo_ttft_ms", "tpot_ms", "ttft_ms", "ttft_attained",
+          "slo_attained", "accepted_tokens_per_step")
 
 
 def openai_response_hook(original, self, request, ret, created):
@@ -126,9 +137,11 @@ def report_hook(original, self, meta_info, recv_obj, i):
     verify = getattr(recv_obj, "spec_verify_ct", None)
     ts = state.time_stats
     tokens = int(recv_obj.completion_tokens[i])
-    report = slo_report(params.get("custom_params"), tokens,
+    custom = params.get("custom_params")
+    report = slo_report(custom, tokens,
                         int(verify[i]) if verify is not None and len(verify) > i else 0,
-                        ts.created_time, ts.first_token_time, ts.finished_time)
+                        ts.created_time, ts.first_token_time, ts.finished_time,
+                        _default_ttft(custom, recv_obj, i, self.server_args))
     meta_info.update(report)
     _keep(str(recv_obj.rids[i]), report)
     # SGLang's own rule for its metrics: health checks (and, marked by http.generate_hook,
@@ -137,7 +150,19 @@ def report_hook(original, self, meta_info, recv_obj, i):
         metrics, default_class = _metrics()
         ms = lambda v: None if v is None else v / 1e3  # noqa: E731
         metrics.observe(report["slo_class"] or default_class, report["slo_attained"], tokens,
-                        ms(report["tpot_ms"]), ms(report["ttft_ms"]))
+                        ms(report["tpot_ms"]), ms(report["ttft_ms"]), report["ttft_attained"])
+
+
+def _default_ttft(custom_params: Mapping | None, recv_obj, i: int, server_args) -> float | None:
+    """The TTFT SLO of a request that named none: its class's default for its own prompt
+    (slo.default_ttft); None where it named one, or nothing gives a default."""
+    if not isinstance(custom_params, Mapping) or custom_params.get("ttft_slo_ms") is not None:
+        return None
+    prompts = getattr(recv_obj, "prompt_tokens", None)
+    if prompts is None or len(prompts) <= i:
+        return None
+    return default_ttft(custom_params.get("tpot_slo_ms"), int(prompts[i]),
+                        chunk_of(server_args))
 
 
 @lru_cache(maxsize=1)

@@ -35,10 +35,12 @@ def handle_server_args(args) -> None:
     if args.speculative_draft_model_path is None:
         raise ValueError("--speculative-algorithm ADASERVE drafts with a separate model: "
                          "give it with --speculative-draft-model-path")
-    from adaserve.sglang.slo import configured_classes
+    from adaserve.sglang.slo import configured_classes, configured_prefill
 
     configured_classes.cache_clear()
     configured_classes()  # a bad or missing SLO setting stops the launch, naming the variable
+    configured_prefill.cache_clear()
+    configured_prefill()  # so does a bad ADASERVE_PREFILL_CHUNK_MS
     asked_verify()  # so does a misspelt ADASERVE_VERIFY
     # --speculative-adaptive: SGLang already turns it off, with a warning, for every
     # algorithm but EAGLE/EAGLE3; ADASERVE adapts depth and width itself (Eq. 8-9)

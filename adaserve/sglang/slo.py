@@ -1,10 +1,20 @@
-"""A request's TPOT SLO inside SGLang: ``custom_params`` carries it from HTTP to the
-scheduler unchanged (``tpot_slo_ms`` or ``slo_class``), resolved at the edge by the
-embedded server's own ``slo_classes.request_slo`` (``http.py``); the classes come from the
-environment, read the same way in every process."""
+"""A request's SLO inside SGLang: ``custom_params`` carries it from HTTP to the scheduler
+and back to the tokenizer manager unchanged (``slo_class``, ``tpot_slo_ms`` and, where the
+request named one, ``ttft_slo_ms``), resolved at the edge by the embedded server's own
+``slo_classes.request_slo`` (``http.py``); the classes come from the environment, read the
+same way in every process.
+
+A request that names no TTFT SLO gets its class's default by the embedded server's rule
+(``adaserve.server.slo_ttft.default_ttft_ms``) when the request finishes, once its prompt's
+length is known (``report.py``). The rule reads a baseline and a prefill rate. SGLang has
+no profile of ours and measures no prefill rate, so both are configured:
+ADASERVE_BASELINE_MS, and ADASERVE_PREFILL_CHUNK_MS, the milliseconds of one target forward
+that prefills a chunk of SGLang's ``--chunked-prefill-size`` tokens. Without either, or
+with chunked prefill off, a request has no default TTFT SLO (``default_ttft``)."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from functools import lru_cache
@@ -19,6 +29,7 @@ from adaserve.server.slo_classes import (
     parse_classes,
     request_slo,
 )
+from adaserve.server.slo_ttft import PrefillRate, default_ttft_ms
 
 
 def scheduled_slo(custom_params: Mapping | None, classes: Mapping[str, SLOClass],
@@ -66,6 +77,62 @@ def configured_classes() -> tuple[dict[str, SLOClass], str]:
         raise ValueError(f"ADASERVE_DEFAULT_CLASS={default!r} is not one of the classes "
                          f"({', '.join(classes)})")
     return classes, default
+
+
+PREFILL_ENV = "ADASERVE_PREFILL_CHUNK_MS"
+
+
+def _ms_env(name: str) -> float | None:
+    """A positive number of milliseconds from the environment, None when unset; ValueError
+    naming the variable otherwise."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        ms = float(text)
+    except ValueError:
+        ms = float("nan")
+    if not (math.isfinite(ms) and ms > 0):
+        raise ValueError(f"{name}={text!r} is not a positive number of milliseconds")
+    return ms
+
+
+@lru_cache(maxsize=1)
+def configured_prefill() -> tuple[float | None, float | None]:
+    """(ADASERVE_BASELINE_MS, ADASERVE_PREFILL_CHUNK_MS), read once per process; ValueError
+    naming the variable (checked at launch with the classes)."""
+    return _ms_env("ADASERVE_BASELINE_MS"), _ms_env(PREFILL_ENV)
+
+
+def prefill_rate(chunked_prefill_size: int | None) -> PrefillRate | None:
+    """The prefill rate the default TTFT is reasoned from: ADASERVE_PREFILL_CHUNK_MS per
+    chunk of SGLang's ``chunked_prefill_size`` tokens; None without the variable, or with
+    chunked prefill off (-1: a prompt is one forward, whatever its length)."""
+    chunk_ms = configured_prefill()[1]
+    if chunk_ms is None or not chunked_prefill_size or chunked_prefill_size < 1:
+        return None
+    return PrefillRate(int(chunked_prefill_size), chunk_ms / 1e3)
+
+
+def chunk_of(server_args) -> int | None:
+    """SGLang's chunked-prefill size as it resolved it. SGLang 0.5.23 keeps the input on
+    ServerArgs (None where not given) and its resolution's decisions beside it, read with
+    ``resolution_result`` (as its /server_info does); a stand-in with plain fields (tests)
+    is read as it is."""
+    if getattr(server_args, "_resolved_overrides", None) is None:
+        return getattr(server_args, "chunked_prefill_size", None)
+    from sglang.srt.arg_groups.overrides import resolution_result  # names.RESOLVED
+
+    return resolution_result(server_args, "chunked_prefill_size")
+
+
+def default_ttft(tpot_ms: float | None, prompt_tokens: int,
+                 chunked_prefill_size: int | None) -> float | None:
+    """The TTFT SLO in ms of a request that named none: the embedded server's rule
+    (``slo_ttft.default_ttft_ms``) over the configured baseline and prefill rate; None
+    for best effort, or without both settings."""
+    return default_ttft_ms(tpot_ms, configured_prefill()[0], prompt_tokens,
+                           prefill_rate(chunked_prefill_size))
 
 
 def adaserve_selected(server_args) -> bool:

@@ -28,6 +28,26 @@ def test_a_member_becomes_the_header_it_stands_for():
     assert resolve(None, h, CLASSES, "relaxed")[1].tpot_s == pytest.approx(0.045)
 
 
+def test_a_members_ttft_part_becomes_the_ttft_header():
+    """The TTFT SLO crosses in the same member: read as X-SLO-TTFT-MS, by the contract's
+    rules, beside the class or TPOT the member carries, or alone (the default class)."""
+    h = slo_headers({"tracestate": "adaserve=class:urgent;ttft-ms:800"})
+    assert (h["x-slo-class"], h["x-slo-ttft-ms"]) == ("urgent", "800")
+    label, slo = resolve(None, h, CLASSES, "relaxed")
+    assert label == "urgent" and slo.ttft_s == pytest.approx(0.8)
+    label, slo = resolve(None, slo_headers({"tracestate": "adaserve=ttft-ms:1.5"}),
+                         CLASSES, "relaxed")
+    assert label == "relaxed" and slo.ttft_s == pytest.approx(0.0015)
+    # a direct TTFT header is a direct header: the member is not read
+    direct = {"X-SLO-TTFT-MS": "90", "tracestate": "adaserve=class:urgent"}
+    assert slo_headers(direct) is direct
+    for bad in ("adaserve=class:urgent;", "adaserve=class:a;class:b",
+                "adaserve=ttft-ms:1;speed:2"):
+        with pytest.raises(SLOError) as e:
+            slo_headers({"tracestate": bad})
+        assert e.value.param == "tracestate"
+
+
 def test_a_direct_header_wins_over_the_member():
     h = {"X-SLO-Class": "relaxed", "tracestate": "adaserve=class:urgent"}
     assert slo_headers(h) is h
@@ -42,12 +62,17 @@ def test_other_vendors_members_are_ignored_and_ours_must_be_well_formed():
 
 
 def test_members_are_written_safely_and_move_to_the_front():
-    assert member("class", " urgent ") == "adaserve=class:urgent"
+    assert member(("class", " urgent ")) == "adaserve=class:urgent"
+    assert member(("class", "urgent"), ("ttft-ms", "800ms")) == \
+        "adaserve=class:urgent;ttft-ms:800ms"
     assert with_member("congo=1,adaserve=class:x, rojo=2", "adaserve=tpot-ms:30") == \
         "adaserve=tpot-ms:30,congo=1,rojo=2"
-    for bad in ("a,b", "a=b", "caf\u00e9", ""):
+    for bad in ("a,b", "a=b", "caf\u00e9", "", "urgent;ttft-ms:1"):
         with pytest.raises(SLOError):
-            member("class", bad)
+            member(("class", bad))
+    with pytest.raises(SLOError) as e:
+        member(("class", "urgent"), ("ttft-ms", "8;00"))
+    assert e.value.param == "X-SLO-TTFT-MS"
 
 
 @pytest.mark.parametrize("body, headers, want", [
@@ -72,6 +97,22 @@ def test_the_contracts_precedence(body, headers, want):
 def test_shapes_the_contract_refuses(body):
     with pytest.raises(SLOError):
         slo_source(body, {})
+
+
+@pytest.mark.parametrize("body, headers, want", [
+    ({"slo": {"class": "urgent", "ttft_ms": 800}}, {"X-SLO-TTFT-MS": "9"},
+     "adaserve=class:urgent;ttft-ms:800"),
+    ({"slo": {"ttft_ms": "1200ms"}}, {"X-SLO-Class": "urgent"},
+     "adaserve=class:urgent;ttft-ms:1200ms"),
+    ({"text": "hi"}, {"x-slo-ttft-ms": "700"}, "adaserve=ttft-ms:700"),
+    ({"text": "hi", "slo": {"ttft_ms": None}}, {"X-SLO-TPOT-MS": "30"}, "adaserve=tpot-ms:30"),
+    ({"sampling_params": {"custom_params": {"slo_class": "urgent"}}}, {"X-SLO-TTFT-MS": "5"},
+     "adaserve=class:urgent;ttft-ms:5"),
+])
+def test_the_ttft_slo_rides_in_the_same_member(body, headers, want):
+    """Body slo.ttft_ms first, then X-SLO-TTFT-MS, beside the TPOT's source."""
+    out = forwarded_headers("/generate", json.dumps(body).encode(), headers)
+    assert out["tracestate"] == want
 
 
 def test_only_slo_routes_get_the_member_and_hop_headers_stay():
@@ -133,9 +174,12 @@ async def _through_the_front(asgi, rec: Recorder) -> None:
         sent, content = rec.seen[-1]
         assert sent.url.params["x"] == "1"
         assert json.loads(content)["slo"] == {"class": "urgent"}  # the body is unchanged
+        r = await c.post("/generate", json={"text": "hi", "slo": {"class": "urgent",
+                                                                  "ttft_ms": 800}})
+        assert r.json()["tracestate"] == "adaserve=class:urgent;ttft-ms:800"
         r = await c.post("/v1/chat/completions", json={"messages": [], "slo": {"x": 1}})
         assert r.status_code == 400 and r.json()["error"]["param"] == "slo"
-        assert len(rec.seen) == 1  # refused before the router
+        assert len(rec.seen) == 2  # refused before the router
         r = await c.get("/readiness")
         assert r.status_code == 200 and r.json()["tracestate"] is None
 
@@ -171,6 +215,9 @@ def test_the_front_refuses_at_the_door_naming_the_field_as_sent(fleet_classes):
         (chat(slo={"class": "gold"}), js, 400, "slo.class"),
         (chat(custom_params={"slo_class": "gold"}), js, 400, "custom_params.slo_class"),
         (chat(), {**js, "X-SLO-TPOT-MS": "fast"}, 400, "X-SLO-TPOT-MS"),
+        (chat(slo={"class": "urgent", "ttft_ms": -1}), js, 400, "slo.ttft_ms"),
+        (chat(slo={"ttft_ms": 4e6}), js, 400, "slo.ttft_ms"),
+        (chat(), {**js, "x-slo-ttft-ms": "fast"}, 400, "X-SLO-TTFT-MS"),
         (chat(temperature=-1), js, 400, "temperature"),
         (b'{"messages": [', js, 400, None),
         (chat(), {"content-type": "text/plain"}, 415, None),

@@ -62,11 +62,12 @@ def plain_outputs(logdir) -> dict[str, list[int]]:
 @pytest.fixture(scope="session")
 def ada(logdir, plain_outputs):  # after the plain server has stopped
     """SGLang with ADASERVE: its real draft, ragged verify (the default), a budget under
-    the layout, the iteration log, and SGLang's strict idle-time pool check."""
-    from servers import BUDGET, CLASSES, SHAPE, Server
+    the layout, the iteration log, and SGLang's strict idle-time pool check; a baseline
+    and a prefill rate (PREFILL, test inputs) give its classes a default TTFT SLO."""
+    from servers import BUDGET, CLASSES, PREFILL, SHAPE, Server
 
     s = Server("adaserve", [*SHAPE, "--budget", str(BUDGET), "--slo-classes", CLASSES,
-                            "--default-class", "relaxed", "--enable-metrics",
+                            "--default-class", "relaxed", "--enable-metrics", *PREFILL,
                             "--iteration-log", str(logdir / "iterations.jsonl")],
                {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}, logdir)
     yield s

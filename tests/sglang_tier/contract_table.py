@@ -47,6 +47,13 @@ TABLE = [
     ("generate-custom-class", GENERATE, generate({"custom_params": {"slo_class": "urgent"}}), {}),
     ("generate-header", GENERATE, generate(), {"X-SLO-Class": "best-effort"}),
     ("max-completion-tokens", CHAT, chat(max_completion_tokens=3), {}),
+    # served: a TTFT SLO beside it, body first (rows named *ttft* compare it: outcome)
+    ("body-ttft", CHAT, chat(slo={"class": "urgent", "ttft_ms": 800}), {"X-SLO-TTFT-MS": "9"}),
+    ("header-ttft", CHAT, chat(), {"X-SLO-TTFT-MS": "900"}),
+    ("header-ttft-lower-case", COMPLETIONS, completion(), {"x-slo-ttft-ms": "650ms"}),
+    ("generate-body-ttft", GENERATE, generate(slo={"ttft_ms": "700"}), {"X-SLO-Class": "urgent"}),
+    ("custom-params-header-ttft", CHAT, chat(custom_params={"tpot_slo_ms": 33}),
+     {"X-SLO-TTFT-MS": "1200"}),
     # refused: the SLO, in every place it is written
     ("body-negative", CHAT, chat(slo={"tpot_ms": -1}), {}),
     ("body-zero", CHAT, chat(slo={"tpot_ms": 0}), {}),
@@ -69,6 +76,10 @@ TABLE = [
     ("generate-body-zero", GENERATE, generate(slo={"tpot_ms": 0}), {}),
     ("generate-custom-text", GENERATE, generate({"custom_params": {"tpot_slo_ms": "x"}}), {}),
     ("generate-header-class", GENERATE, generate(), {"X-SLO-Class": "gold"}),
+    ("body-ttft-negative", CHAT, chat(slo={"class": "urgent", "ttft_ms": -1}), {}),
+    ("body-ttft-over-an-hour", CHAT, chat(slo={"ttft_ms": 4e6}), {}),
+    ("header-ttft-text", CHAT, chat(), {"X-SLO-TTFT-MS": "fast"}),
+    ("generate-body-ttft-zero", GENERATE, generate(slo={"ttft_ms": 0}), {}),
     # refused: the output length and the prompt
     ("max-tokens-zero", CHAT, chat(max_tokens=0), {}),
     ("max-tokens-negative", CHAT, chat(max_tokens=-1), {}),
@@ -111,8 +122,11 @@ LEAK = re.compile(r"Traceback|site-packages|\.py\b|File \"")
 
 
 def outcome(route: str, r: httpx.Response, name: str = "") -> tuple:
-    """(status, the SLO served) or (status, the field refused[, the message]). A refusal
-    must be in OpenAI's shape on every route and leak nothing (AssertionError)."""
+    """(status, the SLO served[, the TTFT SLO]) or (status, the field refused[, the
+    message]). A refusal must be in OpenAI's shape on every route and leak nothing
+    (AssertionError). The TTFT SLO is compared on rows that name one (``ttft`` in the
+    name): a class's default TTFT is each backend's own (the embedded server's from its
+    profile, SGLang's from its configuration, docs/contract.md)."""
     body = r.json()
     if r.status_code >= 400:
         err = body.get("error")
@@ -124,7 +138,11 @@ def outcome(route: str, r: httpx.Response, name: str = "") -> tuple:
         return r.status_code, "param", err.get("param")
     report = body["meta_info"] if route == GENERATE else body
     ms = report.get("slo_tpot_ms")
-    return r.status_code, report.get("slo_class"), None if ms is None else round(ms, 6)
+    served = (r.status_code, report.get("slo_class"), None if ms is None else round(ms, 6))
+    if "ttft" in name:
+        ttft = report.get("slo_ttft_ms")
+        served += (None if ttft is None else round(ttft, 6),)
+    return served
 
 
 def send(url: str, route: str, body, headers: dict) -> httpx.Response:

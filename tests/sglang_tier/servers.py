@@ -21,6 +21,10 @@ SHAPE = ["--steps", "3", "--topk", "2", "--draft-tokens", "4"]
 # 16, and above n = 4, so the SLO classes have spare tokens to steer
 BUDGET = 8
 CLASSES = "urgent=1,relaxed=100000,best-effort"
+# the default TTFT SLO's inputs (test values, not measurements): the classes' multiples
+# are 1/80 and 1250, so urgent's default is always missed and relaxed's never, as its TPOT
+BASELINE_MS, PREFILL_CHUNK_MS = 80.0, 100.0
+PREFILL = ["--baseline-ms", str(BASELINE_MS), "--prefill-chunk-ms", str(PREFILL_CHUNK_MS)]
 CONTEXT = 1024  # the embedded server's default --max-context; SGLang's --context-length
 
 

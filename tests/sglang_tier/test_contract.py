@@ -43,6 +43,10 @@ def test_one_table_gets_one_answer_from_both_backends(embedded, ada):
     assert ("prompt-over-context", (400, "param", "messages")) in seen
     assert ("temperature-negative", (400, "param", "temperature")) in seen
     assert ("completion-prompt-number", (400, "param", "prompt")) in seen
+    assert ("body-ttft", (200, "urgent", 1.0, 800.0)) in seen
+    assert ("header-ttft-lower-case", (200, "relaxed", 100000.0, 650.0)) in seen
+    assert ("body-ttft-negative", (400, "param", "slo.ttft_ms")) in seen
+    assert ("header-ttft-text", (400, "param", "X-SLO-TTFT-MS")) in seen
     assert dict(seen)["not-json"][0] == 415
     words = dict(seen)["malformed-json-second-line"][3]
     assert "line 2 column" in words, words

@@ -6,7 +6,8 @@ real `serve-cpu` replicas running ADASERVE behind SGLang's own router (sglang-ro
   body `slo`): the replica serves the default class. Why the front exists;
 - through the fleet, per-request SLO headers, `sampling_params.custom_params` and the body
   `slo` reach the replica that serves the request: its report says so and exactly one
-  replica's `/metrics` counts it;
+  replica's `/metrics` counts it; so does a TTFT SLO (body `slo.ttft_ms`, X-SLO-TTFT-MS),
+  judged by the replica, its report reaching the client;
 - the body `slo` sent to a replica directly is honoured too (the contract on SGLang's
   routes);
 - a bad SLO is a 400 through the router, and the fleet keeps serving;
@@ -122,6 +123,47 @@ def test_slo_reaches_the_serving_replica(fleet, cls, slo_ms, headers, custom):
     assert _one_more_on_one_replica(before, fleet.served(cls)), (before, fleet.served(cls))
 
 
+def _ttft_counted(fleet, attained: str) -> list[float]:
+    """Per replica: requests of class relaxed counted as having met (or missed) their TTFT
+    SLO on its /metrics."""
+    out = []
+    for k in sorted(fleet.replicas):
+        text = httpx.get(fleet.replicas[k]["url"] + "/metrics", timeout=30).text
+        out.append(sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
+                       if ln.startswith("adaserve_ttft_slo_requests_total{")
+                       and f'attained="{attained}"' in ln and 'slo_class="relaxed"' in ln))
+    return out
+
+
+@pytest.mark.parametrize("route, headers, slo, ttft_ms", [
+    ("/generate", {"X-SLO-Class": "relaxed", "X-SLO-TTFT-MS": "1"}, None, 1),
+    ("/generate", {}, {"class": "relaxed", "ttft_ms": 1}, 1),
+    ("/generate", {"x-slo-ttft-ms": "600000"}, None, 600000),
+    ("/v1/chat/completions", {}, {"class": "relaxed", "ttft_ms": 1}, 1),
+    ("/v1/chat/completions", {"X-SLO-TTFT-MS": "600000"}, None, 600000),
+])
+def test_a_ttft_slo_reaches_the_serving_replica_and_its_report_the_client(
+        fleet, route, headers, slo, ttft_ms):
+    """The TTFT SLO crosses the router on the front's tracestate member, beside the class;
+    the replica judges it and the report comes back: slo_attained is every objective
+    (relaxed's TPOT is never missed), and one replica's /metrics counts it."""
+    attained = ttft_ms > 1000
+    word = str(attained).lower()
+    before = _ttft_counted(fleet, word)
+    body = {"text": PROMPTS[0], "sampling_params": {"temperature": 0, "max_new_tokens": 4}} \
+        if route == "/generate" else {
+            "model": "default", "max_tokens": 4, "temperature": 0,
+            "messages": [{"role": "user", "content": "Say hello."}]}
+    if slo is not None:
+        body["slo"] = slo
+    r = httpx.post(fleet.url + route, headers=headers, json=body, timeout=600)
+    assert r.status_code == 200, r.text
+    report = r.json()["meta_info"] if route == "/generate" else r.json()
+    assert report["slo_class"] == "relaxed" and report["slo_ttft_ms"] == ttft_ms, report
+    assert report["ttft_attained"] is attained and report["slo_attained"] is attained
+    assert _one_more_on_one_replica(before, _ttft_counted(fleet, word))
+
+
 def test_the_bare_router_drops_every_slo_a_client_states(fleet):
     """sglang-router 0.3.2 forwards a short list of headers and rebuilds the body from its
     own types (no custom_params, no slo): each of these is served at the default class."""
@@ -137,6 +179,13 @@ def test_the_bare_router_drops_every_slo_a_client_states(fleet):
     r = fleet.generate(router, PROMPTS[0], headers={"tracestate": "adaserve=class:urgent"},
                        max_new_tokens=4)
     assert r.json()["meta_info"]["slo_class"] == "urgent"
+    r = fleet.generate(router, PROMPTS[0], max_new_tokens=4,
+                       headers={"tracestate": "adaserve=class:urgent;ttft-ms:900"})
+    meta = r.json()["meta_info"]
+    assert (meta["slo_class"], meta["slo_ttft_ms"]) == ("urgent", 900), meta
+    # without the front the X-SLO-TTFT-MS header is dropped too
+    r = fleet.generate(router, PROMPTS[0], max_new_tokens=4, headers={"X-SLO-TTFT-MS": "900"})
+    assert r.json()["meta_info"]["slo_ttft_ms"] is None
 
 
 @pytest.mark.parametrize("route", ["/generate", "/v1/chat/completions"])
@@ -198,6 +247,9 @@ def test_the_contract_table_gets_one_answer_from_a_replica_and_the_fleet(fleet):
     assert seen["body-unknown-class"][:3] == (400, "param", "slo.class")
     assert seen["body-negative"][:3] == (400, "param", "slo.tpot_ms")
     assert seen["header-class"][:2] == (200, "urgent")
+    assert seen["body-ttft"] == (200, "urgent", 1.0, 800.0)
+    assert seen["header-ttft"][3] == 900.0
+    assert seen["body-ttft-negative"][:3] == (400, "param", "slo.ttft_ms")
     assert fleet.generate(fleet.url, PROMPTS[0], max_new_tokens=2).status_code == 200
 
 

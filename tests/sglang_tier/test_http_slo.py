@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sglang.srt.entrypoints import http_server
 from sglang.srt.plugins import load_plugins
 
-from adaserve.sglang.slo import configured_classes, scheduled_slo
+from adaserve.sglang.slo import configured_classes, configured_prefill, scheduled_slo
 
 
 class Recorder:
@@ -39,7 +39,9 @@ class Recorder:
 @pytest.fixture()
 def client(monkeypatch):
     monkeypatch.setenv("ADASERVE_BASELINE_MS", "20")
+    monkeypatch.delenv("ADASERVE_PREFILL_CHUNK_MS", raising=False)
     configured_classes.cache_clear()
+    configured_prefill.cache_clear()
     load_plugins()
     from adaserve.sglang.contract import ContractGate
 
@@ -52,6 +54,7 @@ def client(monkeypatch):
                         RecordingServing.make(), raising=False)
     yield TestClient(ContractGate(http_server.app)), rec
     configured_classes.cache_clear()
+    configured_prefill.cache_clear()
 
 
 def post(c, body, **headers):
@@ -82,6 +85,41 @@ def test_slo_reaches_custom_params(client, body, headers, want):
     classes, default = configured_classes()
     got = scheduled_slo(obj.sampling_params["custom_params"], classes, default)
     assert got.tpot_s == (None if "tpot_slo_ms" not in want else want["tpot_slo_ms"] / 1e3)
+
+
+@pytest.mark.parametrize("body, headers, want", [
+    ({"slo": {"class": "urgent", "ttft_ms": 800}}, {"X-SLO-TTFT-MS": "9"},
+     {"slo_class": "urgent", "tpot_slo_ms": 20.0, "ttft_slo_ms": 800.0}),
+    ({"sampling_params": {"custom_params": {"tpot_slo_ms": 30}}}, {"x-slo-ttft-ms": "1.5"},
+     {"slo_class": "custom", "tpot_slo_ms": 30.0, "ttft_slo_ms": 1.5}),
+    ({}, {"X-SLO-TTFT-MS": "700ms", "X-SLO-Class": "best-effort"},
+     {"slo_class": "best-effort", "ttft_slo_ms": 700.0}),
+    # past a router: the member's TTFT part, beside its class
+    ({}, {"tracestate": "adaserve=class:urgent;ttft-ms:650"},
+     {"slo_class": "urgent", "tpot_slo_ms": 20.0, "ttft_slo_ms": 650.0}),
+    # a client's own ttft_slo_ms in custom_params is not a source: the contract's are
+    ({"sampling_params": {"custom_params": {"slo_class": "urgent", "ttft_slo_ms": 1}}}, {},
+     {"slo_class": "urgent", "tpot_slo_ms": 20.0}),
+])
+def test_a_ttft_slo_reaches_custom_params(client, body, headers, want):
+    c, rec = client
+    r = post(c, body, **headers)
+    assert r.status_code == 200, r.text
+    (obj,) = rec.seen
+    assert obj.sampling_params["custom_params"] == want
+
+
+@pytest.mark.parametrize("body, headers, param", [
+    ({"slo": {"ttft_ms": -1}}, {}, "slo.ttft_ms"),
+    ({"slo": {"class": "urgent", "ttft_ms": 4e6}}, {}, "slo.ttft_ms"),
+    ({}, {"X-SLO-TTFT-MS": "fast"}, "X-SLO-TTFT-MS"),
+    ({}, {"tracestate": "adaserve=class:urgent;ttft-ms:0"}, "X-SLO-TTFT-MS"),
+])
+def test_a_bad_ttft_slo_is_a_400(client, body, headers, param):
+    c, rec = client
+    r = post(c, body, **headers)
+    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    assert rec.seen == []
 
 
 @pytest.mark.parametrize("custom", [None, {}, {"slo_class": "platinum"}, {"tpot_slo_ms": -5},
@@ -184,6 +222,10 @@ def test_openai_routes_get_the_slo(client, kind):
     got = openai_call(serving, kind, {"X-SLO-TPOT-MS": "99"}, slo={"class": "moderate"},
                       custom_params={"tpot_slo_ms": 33})
     assert got == {"custom_params": {"slo_class": "moderate", "tpot_slo_ms": 48.0}}
+    got = openai_call(serving, kind, {"X-SLO-TTFT-MS": "99"},
+                      slo={"class": "moderate", "ttft_ms": 900})
+    assert got == {"custom_params": {"slo_class": "moderate", "tpot_slo_ms": 48.0,
+                                     "ttft_slo_ms": 900.0}}
     bad = openai_call(serving, kind, {"X-SLO-TPOT-MS": "-3"})
     assert bad.status_code == 400
     err = json.loads(bad.body)["error"]  # OpenAI's shape, as the embedded server's
@@ -302,7 +344,37 @@ def test_server_info_lists_the_classes_as_the_embedded_server_does(client, monke
     assert {c["name"]: c["tpot_ms"] for c in info["slo_classes"]} == {
         "urgent": 20.0, "moderate": 48.0, "relaxed": 160.0, "best-effort": None}
     assert info["default_slo_class"] == "relaxed" and info["baseline_latency_ms"] == 20.0
+    # no prefill rate configured: no default TTFT SLO, as on an embedded server without a
+    # profile
+    assert info["ttft_default"] is None
+    assert all(c["ttft_ms"] is None for c in info["slo_classes"])
     plain = server_info_hook(lambda a, s: {"sglang": "its own"},
                              SimpleNamespace(speculative_algorithm=None), {})
     assert plain == {"sglang": "its own"}
     assert getattr(build_server_info, "__wrapped__", None) is not None  # hooked where used
+
+
+def test_server_info_lists_the_default_ttft_from_the_configured_prefill_rate(client,
+                                                                             monkeypatch):
+    """With ADASERVE_PREFILL_CHUNK_MS, each class's default TTFT SLO for the nominal
+    prompt, by the embedded server's rule over SGLang's chunk, under its keys."""
+    from adaserve.server.slo_ttft import PrefillRate, default_ttft_ms
+    from adaserve.sglang.http import server_info_hook
+
+    monkeypatch.setenv("ADASERVE_PREFILL_CHUNK_MS", "300")
+    configured_prefill.cache_clear()
+    try:
+        args = SimpleNamespace(speculative_algorithm="ADASERVE", chunked_prefill_size=256)
+        info = server_info_hook(lambda a, s: {}, args, {})
+        want = default_ttft_ms(20.0, 20.0, 64, PrefillRate(256, 0.3))  # urgent: x1
+        assert want == pytest.approx(2 * (300 + 64 * 300 / 256))
+        got = {c["name"]: c["ttft_ms"] for c in info["slo_classes"]}
+        assert got["urgent"] == pytest.approx(want) and got["best-effort"] is None
+        assert got["relaxed"] == pytest.approx(8 * want)
+        assert info["ttft_default"]["prefill_chunk"] == 256
+        assert info["ttft_default"]["chunk_ms"] == 300.0
+        off = server_info_hook(lambda a, s: {}, SimpleNamespace(
+            speculative_algorithm="ADASERVE", chunked_prefill_size=-1), {})
+        assert off["ttft_default"] is None  # chunked prefill off: nothing to reason from
+    finally:
+        configured_prefill.cache_clear()

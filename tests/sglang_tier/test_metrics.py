@@ -55,6 +55,9 @@ CHILD = textwrap.dedent('''
     finish("e", {"slo_class": "best-effort"}, 9, 1.0)
     finish("f", urgent, 100, 0.01, enable=False)  # a server without --enable-metrics
     finish("g", urgent, 100, 0.01, log=False)  # a health check, or the start-up warm-up
+    # a TTFT SLO (first token at 200 ms): met, then missed with the TPOT met
+    finish("h", {"slo_class": "custom", "tpot_slo_ms": 120.0, "ttft_slo_ms": 300.0}, 4, 0.1)
+    finish("i", {"slo_class": "custom", "tpot_slo_ms": 120.0, "ttft_slo_ms": 100.0}, 4, 0.1)
 
     app = FastAPI()
     add_prometheus_middleware(app)
@@ -93,3 +96,17 @@ def test_per_class_attainment_and_goodput_on_sglangs_metrics_route(tmp_path):
     # TPOTs 40, 60, 45 ms: two in the <= 50 ms bucket
     assert m['adaserve_tpot_seconds_bucket{le="0.05",slo_class="urgent"}'] == 2
     assert m['adaserve_ttft_seconds_sum{slo_class="relaxed"}'] == pytest.approx(0.2)
+
+
+def test_ttft_attainment_per_class_on_sglangs_metrics_route(tmp_path):
+    """As the embedded server counts it: a TTFT miss is a miss of the request, and the
+    TTFT SLO alone has its own count and window over the requests that had one."""
+    m = _scrape(tmp_path)
+    assert m['adaserve_requests_total{attained="true",slo_class="custom"}'] == 1
+    assert m['adaserve_requests_total{attained="false",slo_class="custom"}'] == 1
+    assert m['adaserve_ttft_slo_requests_total{attained="true",slo_class="custom"}'] == 1
+    assert m['adaserve_ttft_slo_requests_total{attained="false",slo_class="custom"}'] == 1
+    assert m['adaserve_ttft_attainment_ratio{slo_class="custom"}'] == 0.5
+    # no TTFT SLO (none named, none configured): no TTFT series for the class
+    assert not any(k.startswith("adaserve_ttft_slo_requests") and 'slo_class="urgent"' in k
+                   for k in m)

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servers import BUDGET, PROMPTS
+from servers import BASELINE_MS, BUDGET, PREFILL_CHUNK_MS, PROMPTS
 
 pytestmark = pytest.mark.slow
 
@@ -102,6 +102,50 @@ def test_non_streaming_report_has_real_ttft_and_tpot(ada):
     assert meta["slo_attained"] is False  # nothing on this CPU decodes a token in 5 ms
 
 
+def test_a_ttft_slo_is_reported_and_counts_in_slo_attained(ada):
+    """As on the embedded server: the TTFT SLO the request named, or its class's default
+    for its own prompt (slo_ttft.default_ttft_ms over the configured baseline and prefill
+    rate and SGLang's chunk), judged against SGLang's TTFT; slo_attained is every
+    objective (relaxed's TPOT is never missed here)."""
+    from adaserve.server.slo_ttft import PrefillRate, default_ttft_ms
+
+    missed = ada.generate(PROMPTS[0], max_new_tokens=4,
+                          headers={"X-SLO-Class": "relaxed", "X-SLO-TTFT-MS": "1"})
+    meta = missed.json()["meta_info"]
+    assert meta["slo_ttft_ms"] == 1 and meta["ttft_ms"] > 1, meta
+    assert meta["ttft_attained"] is False and meta["slo_attained"] is False
+    met = ada.generate(PROMPTS[0], max_new_tokens=4, slo={"class": "relaxed",
+                                                          "ttft_ms": 600000})
+    meta = met.json()["meta_info"]
+    assert meta["slo_ttft_ms"] == 600000 and meta["ttft_attained"] is True
+    assert meta["slo_attained"] is True
+    # the class's default, for this request's prompt
+    chunk = httpx.get(ada.url + "/server_info", timeout=60).json()["chunked_prefill_size"]
+    for cls, tpot_ms, attained in (("relaxed", 100000.0, True), ("urgent", 1.0, False)):
+        meta = ada.generate(PROMPTS[1], max_new_tokens=4,
+                            headers={"X-SLO-Class": cls}).json()["meta_info"]
+        want = default_ttft_ms(tpot_ms, BASELINE_MS, meta["prompt_tokens"],
+                               PrefillRate(chunk, PREFILL_CHUNK_MS / 1e3))
+        assert meta["slo_ttft_ms"] == pytest.approx(want), (cls, meta)
+        assert meta["ttft_attained"] is attained and meta["slo_attained"] is attained
+    meta = ada.generate(PROMPTS[1], max_new_tokens=4,
+                        headers={"X-SLO-Class": "best-effort"}).json()["meta_info"]
+    assert meta["slo_ttft_ms"] is None and meta["ttft_attained"] is None
+    assert meta["slo_attained"] is None
+    # a non-streamed OpenAI body carries it at the top level
+    body = httpx.post(ada.url + "/v1/chat/completions", timeout=600, json={
+        "model": "default", "max_tokens": 4, "temperature": 0,
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "slo": {"class": "relaxed", "ttft_ms": 1}}).json()
+    assert body["slo_ttft_ms"] == 1 and body["ttft_attained"] is False, body
+    assert body["slo_attained"] is False
+    # and the per-class metrics count the TTFT SLO alone
+    text = httpx.get(ada.url + "/metrics", timeout=60).text
+    assert 'adaserve_ttft_slo_requests_total{attained="false",slo_class="relaxed"}' in text
+    assert 'adaserve_ttft_slo_requests_total{attained="true",slo_class="relaxed"}' in text
+    assert 'adaserve_ttft_attainment_ratio{slo_class="relaxed"}' in text
+
+
 def test_streaming_matches_and_reports(ada, plain_outputs):
     ids, last = [], None
     with httpx.stream("POST", ada.url + "/generate", timeout=600, json={
@@ -139,6 +183,9 @@ def test_openai_streams_end_with_the_slo_report_read_by_the_openai_client(ada, r
         report = finish[0].model_extra
         assert report["slo_class"] == "urgent" and report["tpot_ms"] > 0, report
         assert report["slo_attained"] in (True, False) and report["ttft_ms"] > 0
+        # urgent's default TTFT SLO (x1/80 of the nominal floor) is always missed here
+        assert report["slo_ttft_ms"] > 0 and report["ttft_attained"] is False, report
+        assert report["slo_attained"] is False
         tail = [c for c in chunks if not c.choices]
         if usage:
             assert len(tail) == 1 and tail[0].usage.completion_tokens > 0

@@ -115,3 +115,24 @@ def test_ragged_asked_for_where_it_cannot_run_is_an_error(monkeypatch, triton, g
     monkeypatch.setenv("ADASERVE_VERIFY", asked)
     with pytest.raises(ValueError, match=reason):
         verify_mode(triton_backend=triton, verify_graphs=graphs)
+
+
+@pytest.mark.parametrize("given", [None, 256, -1])
+def test_the_default_ttft_reads_the_chunk_sglang_resolved(model, given, monkeypatch):
+    """The chunk of the default TTFT's prefill rate is SGLang's resolved one: its raw
+    ServerArgs field stays None unless given (reading it gave no default on a real
+    server), and -1 (chunked prefill off) gives no prefill rate."""
+    from adaserve.sglang.slo import chunk_of, configured_prefill, prefill_rate
+
+    kw = {} if given is None else {"chunked_prefill_size": given}
+    args = ServerArgs(model_path=model, device="cuda", speculative_algorithm="ADASERVE",
+                      speculative_draft_model_path=model, **kw)
+    args.resolve_once()
+    want = args.resolved_dict()["chunked_prefill_size"]
+    assert chunk_of(args) == want
+    assert (given is None and want > 0) or want == given
+    monkeypatch.setenv("ADASERVE_PREFILL_CHUNK_MS", "100")
+    configured_prefill.cache_clear()
+    rate = prefill_rate(chunk_of(args))
+    assert (rate is None) == (want == -1)
+    configured_prefill.cache_clear()

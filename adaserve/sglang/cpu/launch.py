@@ -73,6 +73,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="ADASERVE_BASELINE_MS: the plain decode step the x-multiple classes "
                         "scale (SGLang on this CPU: see docs/sglang-cpu.md); required by the "
                         "default classes")
+    p.add_argument("--prefill-chunk-ms", type=float, default=None,
+                   help="ADASERVE_PREFILL_CHUNK_MS: ms of one target forward that prefills a "
+                        "chunk of SGLang's --chunked-prefill-size tokens, the prefill rate a "
+                        "class's default TTFT SLO is reasoned from (with --baseline-ms); "
+                        "unset: no default TTFT SLO (docs/contract.md)")
     p.add_argument("--default-class", default=None, help="ADASERVE_DEFAULT_CLASS")
     p.add_argument("--host", default="127.0.0.1", help="address SGLang listens on")
     p.add_argument("--port", type=int, default=30000, help="port SGLang listens on")
@@ -129,6 +134,7 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
                       ("verify", "ADASERVE_VERIFY"), ("iteration_log", "ADASERVE_ITERATION_LOG"),
                       ("slo_classes", "ADASERVE_SLO_CLASSES"),
                       ("baseline_ms", "ADASERVE_BASELINE_MS"),
+                      ("prefill_chunk_ms", "ADASERVE_PREFILL_CHUNK_MS"),
                       ("default_class", "ADASERVE_DEFAULT_CLASS")):
         value = getattr(args, flag)
         if value is not None:
@@ -148,10 +154,11 @@ def main(args: argparse.Namespace) -> int:
     if args.algorithm == "ADASERVE":
         # the same check SGLang's launch makes, before minutes of start-up, in our words
         os.environ.update({k: v for k, v in env.items() if k.startswith("ADASERVE_")})
-        from adaserve.sglang.slo import configured_classes
+        from adaserve.sglang.slo import configured_classes, configured_prefill
 
         try:
             configured_classes()
+            configured_prefill()
         except ValueError as e:
             print(f"adaserve sglang serve-cpu: {e}", file=sys.stderr)
             return 2
