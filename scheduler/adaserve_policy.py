@@ -91,7 +91,10 @@ class AdaServePolicy(BudgetedPolicy):
 
     def plan(self, batch):
         base = super().plan(batch)
-        if not base.speculates or not prices_drafting(self.latency):
+        paced = self.options.pace is not None and self.config.cost_aware_depth
+        # the other depths are priced only for what reads them: the measured depth, pacing
+        if (not base.speculates or not prices_drafting(self.latency)
+                or (self.depth is None and not paced)):
             return base
         # every depth up to Eq. 8's, priced once: the floor reads their latencies and the
         # chosen one is returned as it is (the last is base's own shape)
@@ -104,7 +107,7 @@ class AdaServePolicy(BudgetedPolicy):
             floor = (need_floor(batch.tpot_slo_s, [p.t_spec_s for p in priced],
                                 self.config.rules.correction) if self.options.floor else 1)
             plan = priced[self.depth.next_depth(base.depth, floor) - 1]
-        if self.options.pace is not None and self.config.cost_aware_depth:
+        if paced:
             plan = self._paced_depth(batch, plan, priced)
         return plan
 

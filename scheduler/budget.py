@@ -51,16 +51,14 @@ def goodput_budget(n: int, alphas: np.ndarray, budget: int, max_depth: int,
     a chain per request predicted tokens that pacing then threw away: on the served CPU
     at 9 or more running, the preset verified 17 tokens for 1.19 a request in steps as long
     as the roots-only ones (docs/results.md, the served sweep re-run)."""
-    if keeps is None:
-        rates = chain_rates(alphas, max_depth, lambda d: seconds(d, n * (d + 1)))
-    else:
-        a = np.asarray(alphas, np.float64)
-        chain = np.cumsum(a[:, None] ** np.arange(max_depth + 1), axis=1)  # [n, D + 1]
-        rates = np.empty(max_depth + 1)
-        for d in range(max_depth + 1):
-            k = np.clip(keeps(d), 0, d).astype(np.int64)  # [n]
-            tokens = float(chain[np.arange(n), k].sum())
-            t = seconds(d, int(n + k.sum()))
-            rates[d] = tokens / t if t > 0 else tokens
+    a = np.asarray(alphas, np.float64)
+    rates = np.empty(max_depth + 1)
+    for d in range(max_depth + 1):
+        kept = np.full(n, d) if keeps is None else np.clip(keeps(d), 0, d).astype(np.int64)
+        # requests grouped by the chain they keep: one group, all of d, without pacing
+        tokens = sum(float(np.sum(expected_chain_tokens(a[kept == k], int(k))))
+                     for k in np.unique(kept))
+        t = seconds(d, int(n + kept.sum()))
+        rates[d] = tokens / t if t > 0 else tokens
     best = int(np.argmax(rates))  # ties keep the shallower chain
     return max(budget, n * (best + 1))

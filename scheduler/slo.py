@@ -53,9 +53,19 @@ class SLO:
     def ttft_attained(self, ttft_s: float | None) -> bool | None:
         """Whether the first token came within the TTFT SLO; None without one. No first
         token at all (``ttft_s`` None) is a miss."""
-        if self.ttft_s is None:
-            return None
-        return ttft_s is not None and ttft_s <= self.ttft_s
+        return objectives_met(None, None, ttft_s, self.ttft_s)[1]
+
+
+def objectives_met(tpot: float | None, tpot_slo: float | None, ttft: float | None,
+                   ttft_slo: float | None) -> tuple[bool | None, bool | None, bool | None]:
+    """A finished request's (TPOT met, TTFT met, every objective met), each None where it
+    had no such objective; any one unit for all four (the engine's seconds, SGLang's
+    report in ms). No TPOT (one token: no gap) cannot miss; no first token misses a TTFT
+    SLO. One rule for both backends' reports."""
+    tpot_met = None if tpot_slo is None else (tpot is None or tpot <= tpot_slo)
+    ttft_met = None if ttft_slo is None else (ttft is not None and ttft <= ttft_slo)
+    met = [m for m in (tpot_met, ttft_met) if m is not None]
+    return tpot_met, ttft_met, (all(met) if met else None)
 
 
 def _check_seconds(what: str, seconds: object) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from adaserve.engine.sampling import SamplingParams
 from adaserve.scheduler import SLO
+from adaserve.scheduler.slo import objectives_met
 
 
 class Phase(enum.Enum):
@@ -80,12 +81,9 @@ class Request:
         if self.t_first is not None and self.t_last is not None and n_out > 1:
             tpot = (self.t_last - self.t_first) / (n_out - 1)
         ttft = None if self.t_first is None else self.t_first - self.t_submit
-        # one token: no gap, so no TPOT to miss
-        tpot_met = None if self.slo.best_effort else self.slo.attained(tpot or 0.0)
-        ttft_met = self.slo.ttft_attained(ttft)
-        met = [m for m in (tpot_met, ttft_met) if m is not None]
+        _, ttft_met, met = objectives_met(tpot, self.slo.tpot_s, ttft, self.slo.ttft_s)
         return RequestStats(
             prompt_tokens=self.n_prompt, output_tokens=n_out, ttft_s=ttft,
-            tpot_s=tpot, slo_tpot_s=self.slo.tpot_s, slo_attained=all(met) if met else None,
+            tpot_s=tpot, slo_tpot_s=self.slo.tpot_s, slo_attained=met,
             accepted_tokens_per_step=n_out / self.steps if self.steps else 0.0,
             steps=self.steps, slo_ttft_s=self.slo.ttft_s, ttft_attained=ttft_met)

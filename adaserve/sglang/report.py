@@ -32,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from functools import lru_cache
 
+from adaserve.scheduler.slo import objectives_met
 from adaserve.sglang.slo import adaserve_selected, chunk_of, default_ttft
 
 
@@ -48,9 +49,7 @@ def slo_report(custom_params: Mapping | None, completion_tokens: int, verify_ct:
                if completion_tokens > 1 and finished_s >= first_token_s > 0 else None)
     ttft_ms = 1e3 * (first_token_s - created_s) if first_token_s > 0 else None
     slo_ttft_ms = params.get("ttft_slo_ms", default_ttft_ms)
-    tpot_met = None if slo_ms is None else (tpot_ms is None or tpot_ms <= slo_ms)
-    ttft_met = None if slo_ttft_ms is None else (ttft_ms is not None and ttft_ms <= slo_ttft_ms)
-    met = [m for m in (tpot_met, ttft_met) if m is not None]
+    _, ttft_met, met = objectives_met(tpot_ms, slo_ms, ttft_ms, slo_ttft_ms)
     return {
         "slo_class": params.get("slo_class"),
         "slo_tpot_ms": slo_ms,
@@ -58,7 +57,7 @@ def slo_report(custom_params: Mapping | None, completion_tokens: int, verify_ct:
         "tpot_ms": tpot_ms,
         "ttft_ms": ttft_ms,
         "ttft_attained": ttft_met,
-        "slo_attained": all(met) if met else None,
+        "slo_attained": met,
         "accepted_tokens_per_step": completion_tokens / verify_ct if verify_ct > 0 else None,
     }
 
