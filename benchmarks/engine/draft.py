@@ -12,7 +12,7 @@
    draft path probabilities against acceptance (the scheduler's reliability bins).
 Prints tables, writes results/draft.{md,json}.
 
-    python benchmarks/draft.py [--draft smollm2-135m-distilled] [--work DISTILL_WORK_DIR]
+    python -m benchmarks.engine.draft [--draft smollm2-135m-distilled] [--work DISTILL_WORK_DIR]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import Timer, commit, machine
+from benchmarks.shared.common import RESULTS, Timer, commit, machine
 
 from adaserve.distill.pipeline import DistillConfig, answers, teacher_stage
 from adaserve.distill.prompts import phase1, phase2
@@ -276,7 +276,7 @@ def write(r: dict) -> None:
                      f"{b['mean_observed']:.2f} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    out = Path(__file__).resolve().parent.parent / "results"
+    out = RESULTS
     out.mkdir(exist_ok=True)
     (out / "draft.md").write_text(text)
     (out / "draft.json").write_text(json.dumps(r, indent=2) + "\n")

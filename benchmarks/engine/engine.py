@@ -16,7 +16,7 @@ ships.
 5. Peak resident memory of this process.
 Interleaved rounds, medians. Prints a table, writes results/engine.{md,json}.
 
-    python benchmarks/engine.py [--rounds 3] [--new-tokens 64] [--budgets 4 8]
+    python -m benchmarks.engine.engine [--rounds 3] [--new-tokens 64] [--budgets 4 8]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import sys
 import time
 
 import torch
-from _common import RESULTS, commit, machine, write_results
+from benchmarks.shared.common import RESULTS, commit, machine, write_results
 
 from adaserve.engine import EngineConfig, SamplingParams
 from adaserve.engine.core import EngineCore
@@ -119,7 +119,7 @@ def forward_curve(model, rounds: int) -> list[float]:
 
 def llamacpp(batches: list[int], ctx: int):
     """llama.cpp on the packaged GGUF, or None when llama-cpp-python is not installed."""
-    from _llamacpp import LlamaCpp
+    from benchmarks.engine.llamacpp import LlamaCpp
 
     try:
         return LlamaCpp(packaged_gguf(), max(batches), ctx, torch.get_num_threads())

@@ -7,7 +7,7 @@ layout decision in engine/model.py buys. Real SmolLM2-135M weights, fp32, the de
 - attention (SDPA) with a row-major vs a column-major query (flash vs math kernel).
 Interleaved rounds, medians. Prints a table, writes results/forward_parts.{md,json}.
 
-    python benchmarks/forward_parts.py [--rows 32] [--context 100]
+    python -m benchmarks.engine.forward_parts [--rows 32] [--context 100]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from _common import Timer, machine, write_results
+from benchmarks.shared.common import Timer, machine, write_results
 
 from adaserve.engine import EngineConfig
 from adaserve.engine.loader import load_models

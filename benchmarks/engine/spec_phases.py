@@ -7,7 +7,7 @@ prompts one at a time, 64 new tokens each; the phases are timed by wrapping the 
 and the policy's methods (the wrappers add two clock reads a call). Writes
 results/spec_phases.{md,json}.
 
-    python benchmarks/spec_phases.py [--budgets 4 6 8]
+    python -m benchmarks.engine.spec_phases [--budgets 4 6 8]
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import statistics
 import sys
 import time
 
-from _common import commit, machine, write_results
-from engine import PROMPTS, chat_ids, run_engine
+from benchmarks.shared.common import commit, machine, write_results
+from benchmarks.engine.engine import PROMPTS, chat_ids, run_engine
 
 from adaserve.engine import EngineConfig
 from adaserve.engine.core import EngineCore

@@ -8,7 +8,7 @@ the start-up's repeats and at three times as many, and tabulates the B each gave
 ratio of each token count's forward to the one-token one. Writes
 results/startup_budget.{md,json}. Run it alone: a co-tenant is what it measures against.
 
-    python benchmarks/startup_budget.py [--curves 10]
+    python -m benchmarks.engine.startup_budget [--curves 10]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from _common import commit, machine, write_results
+from benchmarks.shared.common import commit, machine, write_results
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.loader import load_models
 from adaserve.engine.profiler import STARTUP_REPEATS, _knee_curve

@@ -18,7 +18,7 @@ draft, the test tier's lean settings), then:
 Timings need a quiet machine: the numbers depend on everything else running on the
 cores.
 
-    python benchmarks/fleet_cpu.py [--replicas 2] [--requests 16] [--concurrency 4]
+    python -m benchmarks.fleet.cpu [--replicas 2] [--requests 16] [--concurrency 4]
         [--tokens 32] [--rounds 2] [--out results/fleet_cpu.md]
 
 Run it with SGLang's venv (.venv-sglang/bin/python): it starts SGLang.
@@ -42,11 +42,10 @@ from pathlib import Path
 import httpx
 import psutil
 
-from _common import RESULTS, commit, machine
+from benchmarks.shared.common import RESULTS, ROOT, commit, machine
 
 from adaserve.sglang.cpu.fleet import FleetProcess
 
-ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "List three prime numbers:",
            "Once upon a time", "Water boils at", "The best way to learn is"]
 REPLICA_ARGS = ["--max-running-requests", "8", "--max-total-tokens", "4096",
@@ -184,7 +183,7 @@ def main() -> int:
 
 
 def render(args, fleet, idle, peak, runs, killed) -> str:
-    cmd = ".venv-sglang/bin/python benchmarks/fleet_cpu.py " + " ".join(
+    cmd = ".venv-sglang/bin/python -m benchmarks.fleet.cpu " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
     lines = [
         "# The CPU fleet: memory and time",

@@ -14,7 +14,7 @@ A change that cannot alter what a kept run measured (a new policy or router clas
 the ones the runs use, an edit of the set-up's other entries) still changes a hash. `rekey`
 then checks instead of re-running everything: it re-runs a few runs of each older code or
 set-up version and gives that version's runs the current keys only if every re-run
-measures exactly what was kept (`python benchmarks/sim_fleet.py --rekey`).
+measures exactly what was kept (`python -m benchmarks.fleet.sim --rekey`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import RESULTS
-from _paper import KIT, SETUPS, PaperSetup
-from _paper_runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha, system_sha
-from _run_keys import code_sha, policy_sha, router_sha
+from benchmarks.shared.common import RESULTS
+from benchmarks.paper.kit import KIT, SETUPS, PaperSetup
+from benchmarks.paper.runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha, system_sha
+from benchmarks.shared.run_keys import code_sha, policy_sha, router_sha
 
 from adaserve.loadgen.records import Record, summarize
 from adaserve.sim.fleet import simulate_fleet

@@ -12,11 +12,11 @@ slo-spill's cap (a replica's capacity in SLO demand, at N = 2) and class-affinit
 10's RPS 4.0 trace with 60% urgent requests), and the best values are what the sweep
 runs.
 
-    python benchmarks/sim_fleet.py [--replicas 1,2,4,8] [--rates 3.0,...] [--routers ...]
+    python -m benchmarks.fleet.sim [--replicas 1,2,4,8] [--rates 3.0,...] [--routers ...]
         [--top-routers ...] [--policy adaserve] [--seeds 0]
 
 Runs are kept under results/sim/fleet-runs/ and reused while their inputs (the scheduling
-code included, docstrings and comments left out) are unchanged (_fleet_runs.py). After a
+code included, docstrings and comments left out) are unchanged (runs.py). After a
 change that cannot move them (a new policy or router beside theirs), `--rekey` re-runs a
 few runs of each older code (or set-up) version and re-keys that version's runs if every
 re-run comes out identical, instead of running all of them again."""
@@ -32,9 +32,9 @@ import time
 
 import numpy as np
 
-from _common import RESULTS, commit, machine
-from _fleet_runs import FleetTask, rekey, result
-from _paper import KIT, KIT_REF, LLAMA
+from benchmarks.shared.common import RESULTS, commit, machine
+from benchmarks.fleet.runs import FleetTask, rekey, result
+from benchmarks.paper.kit import KIT, KIT_REF, LLAMA
 
 OUT = RESULTS / "sim"
 TRACE = "fig8_9_rps{x}_ol256.csv"
@@ -93,7 +93,7 @@ def main() -> int:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--rekey", action="store_true",
                     help="only re-key kept runs of older code or set-up whose re-runs come out "
-                         "identical (_fleet_runs.rekey), then stop")
+                         "identical (runs.rekey), then stop")
     ap.add_argument("--rekey-check", type=int, default=2,
                     help="runs re-run per older code or set-up version with --rekey")
     args = ap.parse_args()
@@ -141,7 +141,7 @@ def render(args, ns, rates, routers, top_routers, top_rates, grid, tunings, wall
     att = lambda n, r, x: grid[n, r, x]["classes"]["overall"]["attainment"]  # noqa: E731
     good = lambda n, r, x: grid[n, r, x]["classes"]["overall"]["goodput"]  # noqa: E731
     name = lambda n, r: "one replica" if n == 1 else r  # noqa: E731
-    cmd = "python benchmarks/sim_fleet.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    cmd = "python -m benchmarks.fleet.sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     sim_s = sum(v["wall_s"] for v in grid.values())
     lines = [
         "# Simulated fleets: N replicas behind a router, the authors' traces at N x their rate",

@@ -6,7 +6,7 @@ the other candidate the evidence weighed, or the model before issue 26), on Fig.
 traces at three rates per model, acceptance seed 0. The page gives the attainment,
 goodput and tokens per step of each variant beside the deployment's own.
 
-    python benchmarks/sim_paper_ablation.py [--pairs llama,qwen] [--jobs 2]
+    python -m benchmarks.paper.ablation [--pairs llama,qwen] [--jobs 2]
 
 Writes results/sim/ablation.{md,json}.
 """
@@ -23,9 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from _common import RESULTS, commit, machine
-from _paper import EOS_SEED, KIT, KIT_REF, SETUPS, PaperSetup
-from _paper_runs import measured
+from benchmarks.shared.common import RESULTS, commit, machine
+from benchmarks.paper.kit import EOS_SEED, KIT, KIT_REF, SETUPS, PaperSetup
+from benchmarks.paper.runs import measured
 
 from adaserve.scheduler import AdaServeRules
 from adaserve.sim import load_acceptance
@@ -150,7 +150,7 @@ def main() -> int:
         got = dict(pool.map(one, jobs, chunksize=1))
     lines = [
         "# The paper's set-ups, one modelling choice at a time", "",
-        f"- command: `python benchmarks/sim_paper_ablation.py {' '.join(sys.argv[1:])}` "
+        f"- command: `python -m benchmarks.paper.ablation {' '.join(sys.argv[1:])}` "
         f"({time.perf_counter() - t0:.0f} s wall)",
         f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
         f"- traces: `{KIT_REF}/traces/fig8_9_rps<rate>_ol256.csv`, acceptance seed 0, outputs "

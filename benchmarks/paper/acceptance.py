@@ -45,10 +45,10 @@ tree of width <= 3 uses a child ranked past 3.
 
 Writes adaserve/sim/data/acceptance/<model>.json and results/sim/acceptance-fit-<pair>.
 {md,json} (see PAIRS); 1-2 minutes on 2 cores, ~10 more with the miscalibration fit.
-_acceptance_pairs.py has the pairs and their points, _acceptance_fit.py the fitting,
-_acceptance_page.py the page.
+acceptance_pairs.py has the pairs and their points, acceptance_fit.py the fitting,
+acceptance_page.py the page.
 
-    python benchmarks/sim_fit_paper_acceptance.py [--pair {llama,qwen,seed}] [--requests 1000]
+    python -m benchmarks.paper.acceptance [--pair {llama,qwen,seed}] [--requests 1000]
 """
 
 from __future__ import annotations
@@ -65,10 +65,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from _acceptance_fit import chains, fit, fit_alignment, fit_miscalibration, run_lives
-from _acceptance_page import Outcome, render
-from _acceptance_pairs import KIT, PAIRS, SPREADS, paper_points
-from _common import commit, machine, write_results
+from benchmarks.paper.acceptance_fit import chains, fit, fit_alignment, fit_miscalibration, run_lives
+from benchmarks.paper.acceptance_page import Outcome, render
+from benchmarks.paper.acceptance_pairs import KIT, PAIRS, SPREADS, paper_points
+from benchmarks.shared.common import commit, machine, write_results
 
 from adaserve.scheduler import SpecPlan
 from adaserve.sim import SyntheticAcceptance, SyntheticParams
@@ -77,8 +77,8 @@ from adaserve.sim.acceptance import DATA
 
 def adaserve_tokens_per_step(pair_key: str):
     """(params -> AdaServe's simulated tokens per step at Fig. 12's first rate, where)."""
-    from _paper import SETUPS
-    from _paper_runs import tokens_per_step
+    from benchmarks.paper.kit import SETUPS
+    from benchmarks.paper.runs import tokens_per_step
 
     from adaserve.sim.run import run
 
@@ -157,7 +157,7 @@ def main() -> int:
                            for lv in chains(fitted, ks, args.requests, 0).values()])
     outcome = Outcome(
         pair=pair, runtime=time.perf_counter() - t_start,
-        command=shlex.join(["python", "benchmarks/sim_fit_paper_acceptance.py", *sys.argv[1:]]),
+        command=shlex.join(["python", "-m", "benchmarks.paper.acceptance", *sys.argv[1:]]),
         kit=args.kit, requests=args.requests, check_requests=args.check_requests,
         flag="" if args.pair == p.get_default("pair") else f" --pair {args.pair}",
         fitted=fitted, ks=ks, target=target, fit_values=fit_values,

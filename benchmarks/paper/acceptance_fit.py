@@ -1,6 +1,6 @@
 """Fitting the synthetic acceptance model: decode requests on its trees, count what the
 walk accepts, and solve its parameters against published tokens per step
-(sim_fit_paper_acceptance.py has what is fitted to what, and why)."""
+(acceptance.py has what is fitted to what, and why)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from _acceptance_pairs import MAX_SPREAD, OUTPUT_TOKENS
+from benchmarks.paper.acceptance_pairs import MAX_SPREAD, OUTPUT_TOKENS
 
 from adaserve.engine.request import Request
 from adaserve.engine.sampling import SamplingParams

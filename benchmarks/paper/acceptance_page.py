@@ -1,4 +1,4 @@
-"""The acceptance fit's result page and model file (sim_fit_paper_acceptance.py)."""
+"""The acceptance fit's result page and model file (acceptance.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from _acceptance_pairs import COUNTS, Pair
-from _paper import KIT, KIT_REF
-from _common import commit, machine
+from benchmarks.paper.acceptance_pairs import COUNTS, Pair
+from benchmarks.paper.kit import KIT, KIT_REF
+from benchmarks.shared.common import commit, machine
 
 from adaserve.sim import SyntheticParams
 
@@ -263,7 +263,7 @@ def render(o: Outcome) -> tuple[str, dict[str, Any]]:
         "node_spread": fitted.node_spread,
         "miscalibration": fitted.miscalibration,
         "source": (
-            f"`python benchmarks/sim_fit_paper_acceptance.py{flag}` (results/{pair.page}.md), "
+            f"`python -m benchmarks.paper.acceptance{flag}` (results/{pair.page}.md), "
             + source
             + (f"miscalibration {fitted.miscalibration} is fitted so that AdaServe's "
                "simulated tokens per step at the paper's lightest rate (its deployment, "

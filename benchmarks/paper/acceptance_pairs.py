@@ -1,5 +1,5 @@
 """The model pairs whose acceptance is fitted to published tokens per step, and where
-their points are (sim_fit_paper_acceptance.py; ../shared/paper-scale/acceptance/)."""
+their points are (acceptance.py; ../shared/paper-scale/acceptance/)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from _paper import KIT  # noqa: F401 (the kit, for the scripts that fit)
+from benchmarks.paper.kit import KIT  # noqa: F401 (the kit, for the scripts that fit)
 
 OUTPUT_TOKENS = 256  # the paper's fixed output length (Figs. 8, 9, 12)
 SPREADS = (0.0, 0.5, 1.0)

@@ -26,7 +26,7 @@ Three fitted values per model pair, in order (each step uses the ones before it)
 
 Writes the hardware models, the set-ups' eos_hazard, and results/sim/calibration.{md,json}.
 
-    python benchmarks/sim_paper_calibrate.py [--pair llama,qwen] [--steps eos,draft,vllm]
+    python -m benchmarks.paper.calibrate [--pair llama,qwen] [--steps eos,draft,vllm]
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ import json
 import sys
 import time
 
-from _common import RESULTS, commit, machine
-from _paper import KIT, KIT_REF, SEED_SETUPS, SETUPS, PaperSetup
-from _paper_values import read as read_paper
+from benchmarks.shared.common import RESULTS, commit, machine
+from benchmarks.paper.kit import KIT, KIT_REF, SEED_SETUPS, SETUPS, PaperSetup
+from benchmarks.paper.values import read as read_paper
 
 from adaserve.loadgen.records import summarize
 from adaserve.sim.hardware import DATA, HardwareModel, TableCost
@@ -120,8 +120,8 @@ def _write_eos(setup: PaperSetup, hazard: float) -> None:
 
 def _reload(setup: PaperSetup) -> None:
     """The set-ups are read once per process; a rewritten file must be read again."""
-    import _paper
-    _paper._deployment.cache_clear()
+    from benchmarks.paper import kit
+    kit._deployment.cache_clear()
 
 
 # ---- 2. the draft's price ----------------------------------------------------------------
@@ -221,8 +221,8 @@ def write_draft(setup: PaperSetup, c_ms: float, share: float) -> None:
         "draft": {"kind": "table", "tokens": list(cost.tokens), "ms": list(cost.ms),
                   "attention_ms_per_1k_context": cost.attention_ms_per_1k_context},
         "source": base["source"] + f"; draft: {r:.4f} x Vidur's Llama-3-8B A100 TP1 table "
-                  f"({VIDUR_8B}) + {c_ms:.3f} ms per forward, {how}: `python benchmarks/"
-                  "sim_paper_calibrate.py`, results/sim/calibration.md",
+                  f"({VIDUR_8B}) + {c_ms:.3f} ms per forward, {how}: `python -m "
+                  "benchmarks.paper.calibrate`, results/sim/calibration.md",
     })
     # the draftless base's note that drafting is free no longer holds once a draft is priced
     base["notes"] = [n for n in base.get("notes", [])
@@ -327,7 +327,7 @@ def write_vllm(setup: PaperSetup, s: float, eager: float, sarathi: tuple, spec: 
         f"vLLM-Spec(8)'s simulated attainment at RPS {spec[0]} is the paper's {spec[1]}% "
         f"(simulated {spec[2]:.1f}%); speculative verification by batch expansion (vLLM 0.8 "
         "disables its MQA scorer when the target runs CUDA graphs, as the artifact's "
-        "command has it). `python benchmarks/sim_paper_calibrate.py`, results/sim/"
+        "command has it). `python -m benchmarks.paper.calibrate`, results/sim/"
         f"calibration.md. The draft (for vLLM-Spec) is {setup.hardware}'s. " + hw["source"])
     hw["notes"] = [n for n in hw.get("notes", []) if not n.startswith("vLLM's engine")] + [
         f"vLLM's engine: two fitted numbers, each on one point (the scale {s:.4f}, the eager "
@@ -398,7 +398,7 @@ def page(data: dict, wall_s: float) -> str:
                         + f" | {v['sim_spec']:.1f}% |")
     return "\n".join([
         "# Calibrations of the paper's set-ups", "",
-        f"- command: `python benchmarks/sim_paper_calibrate.py {' '.join(sys.argv[1:])}` "
+        f"- command: `python -m benchmarks.paper.calibrate {' '.join(sys.argv[1:])}` "
         f"({wall_s:.0f} s wall)",
         f"- machine: {machine()}", f"- date: {data['date']}, commit {data['commit']}",
         "- each value is fitted to the one published number in its row; the figure pages' "

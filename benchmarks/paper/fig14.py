@@ -2,13 +2,13 @@
 the artifact's Fig. 14 flags (issue 38), every system under the three readings.
 
 The trace is the artifact's exps/fig14/emission_fluc_6m_peak4.0.json
-(zikun-li/AdaServe-Artifact-Evaluation@dbae1c3), as benchmarks/data/fig14_fluc_6m_peak4.0.csv
+(zikun-li/AdaServe-Artifact-Evaluation@dbae1c3), as benchmarks/paper/data/fig14_fluc_6m_peak4.0.csv
 (its four numeric columns; the prompts' text is not kept). The flags are those of
 exps/fig14/run_llama_fluc.sh (run_qwen_fluc.sh for Qwen) as the script was added
 (7b8db61): OUTPUT_LENGTH 128 and MAX_REQUESTS_PER_BATCH 96; the other AdaServe flags equal
 Fig. 8's, which the deployment already holds. The baselines take only the output length.
 
-    python benchmarks/sim_paper_fig14.py [--pairs llama,qwen] [--seeds 0,1,2] [--jobs 2]
+    python -m benchmarks.paper.fig14 [--pairs llama,qwen] [--seeds 0,1,2] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import numpy as np
 
 from adaserve.scheduler import split_specs
 
-from _common import RESULTS, commit, machine
-from _paper import SETUPS, PaperSetup
-from _paper_runs import TTFT_SLO_MS, Task, run_all
+from benchmarks.shared.common import KIT, RESULTS, commit, machine
+from benchmarks.paper.kit import SETUPS, PaperSetup
+from benchmarks.paper.runs import TTFT_SLO_MS, Task, run_all
 
 HERE = Path(__file__).resolve().parent
 TRACE = HERE / "data" / "fig14_fluc_6m_peak4.0.csv"
@@ -114,7 +114,7 @@ def prefill_check(pairs) -> list[str]:
     prompt tokens per second each can prefill, doing nothing else."""
     from adaserve.sim.hardware import HardwareModel
 
-    kit = Path(__file__).resolve().parents[2] / "shared" / "paper-scale" / "latency"
+    kit = KIT / "latency"
 
     def vidur(name: str, n: int) -> float | None:
         path = kit / name
@@ -195,11 +195,11 @@ def main() -> int:
     results = run_all(list(keyed.values()), args.jobs)
     wall = sum(r["wall_s"] for r in results.values())
     lines = ["# Fig. 14: the fluctuating trace, simulated", "",
-             f"- command: `python benchmarks/sim_paper_fig14.py {' '.join(sys.argv[1:])}` "
+             f"- command: `python -m benchmarks.paper.fig14 {' '.join(sys.argv[1:])}` "
              f"({len(keyed)} runs, {wall / 60:.0f} min of simulation wall time)",
              f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
              "- set: the paper's own trace (exps/fig14/emission_fluc_6m_peak4.0.json of the "
-             "artifact, as benchmarks/data/fig14_fluc_6m_peak4.0.csv); no constant was fitted "
+             "artifact, as benchmarks/paper/data/fig14_fluc_6m_peak4.0.csv); no constant was fitted "
              "on it",
              f"- flags: outputs capped at {OUTPUT_LENGTH} tokens and AdaServe's batch at "
              f"{MAX_BATCH} requests (exps/fig14/run_*_fluc.sh as added, 7b8db61); every other "

@@ -8,10 +8,10 @@ baselines as the artifact ran them; docs/sim.md's choice table).
 
 Each page (results/sim/fig8.md, fig9.md, fig10.md, fig11.md, fig12.md) has a plot of our
 curve and the paper's per system, a table of the difference per point with the spread
-over seeds, and the goals computed from the data (sim_paper_goals.py). Runs are kept
-under results/sim/runs/ and reused while their inputs are unchanged (_paper_runs.py).
+over seeds, and the goals computed from the data (goals.py). Runs are kept
+under results/sim/runs/ and reused while their inputs are unchanged (runs.py).
 
-    python benchmarks/sim_paper_figures.py [--figures fig8,fig10,fig11] [--pairs llama,qwen]
+    python -m benchmarks.paper.figures [--figures fig8,fig10,fig11] [--pairs llama,qwen]
         [--systems ...] [--seeds 0,1,2] [--jobs 2]
 """
 
@@ -29,11 +29,11 @@ import numpy as np
 
 from adaserve.scheduler import split_specs
 
-from _common import RESULTS, commit, machine
-from _paper import KIT, KIT_REF, PAPER_NAME, SEED_SETUPS, SETUPS, SYSTEMS, PaperSetup
-from _paper_runs import TTFT_SLO_MS, Task, _sha, rekey, run_all, spread
-from _paper_values import read as read_paper
-from sim_paper_goals import TEXT, closeness, goals_fig8, improvement, ordering, paper_ratio
+from benchmarks.shared.common import RESULTS, commit, machine
+from benchmarks.paper.kit import KIT, KIT_REF, PAPER_NAME, SEED_SETUPS, SETUPS, SYSTEMS, PaperSetup
+from benchmarks.paper.runs import TTFT_SLO_MS, Task, _sha, rekey, run_all, spread
+from benchmarks.paper.values import read as read_paper
+from benchmarks.paper.goals import TEXT, closeness, goals_fig8, improvement, ordering, paper_ratio
 
 # ours, measured against the authors' scheduler (adaserve-authors): the default
 IMPROVED = ("adaserve",)
@@ -266,7 +266,7 @@ def main() -> int:
     p.add_argument("--rekey", action="store_true",
                    help="give kept runs of an older code or policy version (figures, test set, "
                         "Fig. 14) the current keys where re-runs of a sample measure exactly what "
-                        "was kept (_paper_runs.rekey), then stop")
+                        "was kept (runs.rekey), then stop")
     p.add_argument("--rekey-check", type=int, default=2,
                    help="runs re-run per older code version and policy with --rekey")
     p.add_argument("--points", default=None,
@@ -298,7 +298,7 @@ def main() -> int:
     for fig in figs:
         data = {s.key: curves(fig, s, systems, seeds, results) for s in pairs}
         meta = [
-            f"- command: `python benchmarks/sim_paper_figures.py {' '.join(sys.argv[1:])}` "
+            f"- command: `python -m benchmarks.paper.figures {' '.join(sys.argv[1:])}` "
             f"({len(tasks)} runs of every figure asked, {run_wall / 60:.0f} min of simulation "
             "wall time, kept under results/sim/runs/)",
             f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",

@@ -12,7 +12,7 @@ Every model adds the kit README's memory-bound decode attention term, bytes per 
 token / TP / HBM bandwidth, and takes B from the paper's Table 1 (seed 002: A100 156,
 H100 582), as ``llama3.1-70b-a100-tp4`` does.
 
-    python benchmarks/sim_paper_hardware.py
+    python -m benchmarks.paper.hardware
 
 Prints one row per model; writes results/sim/paper-hardware.md.
 """
@@ -25,11 +25,10 @@ import json
 import sys
 from pathlib import Path
 
-from _common import RESULTS, commit, machine
+from benchmarks.shared.common import KIT, RESULTS, commit, machine
 
 from adaserve.sim.hardware import DATA, HardwareModel
 
-KIT = Path(__file__).resolve().parents[2] / "shared" / "paper-scale"
 LATENCY = KIT / "latency"
 KIT_REF = "../shared/paper-scale"  # how the data files name the kit
 VIDUR = "microsoft/vidur@7d47513"  # the commit the kit README names
@@ -119,7 +118,7 @@ def qwen_model() -> dict:
             "on this model; the paper set-ups (adaserve/sim/data/setups/paper-*.json) give "
             "AdaServe their own `budget` (256 on Llama, 128 on Qwen: ours, docs/sim.md), "
             "and adaserve-text keeps 156.",
-            "Regenerate: python benchmarks/sim_paper_hardware.py"],
+            "Regenerate: python -m benchmarks.paper.hardware"],
     }
 
 
@@ -166,7 +165,7 @@ def vidur_model(path: Path) -> dict:
         fit = ("does not fit in one 80 GB GPU (~140 GB of fp16 weights)" if tp == 1
                else "barely fits in two 80 GB GPUs (~70 GB of fp16 weights each)")
         notes.append(f"A 70B model at TP{tp} {fit}: compute-only, as the kit README says.")
-    notes.append("Regenerate: python benchmarks/sim_paper_hardware.py")
+    notes.append("Regenerate: python -m benchmarks.paper.hardware")
     return {
         "name": f"vidur-{key}-{gpu}-tp{tp}",
         "target_model": target,
@@ -205,7 +204,7 @@ def main() -> None:
                     f"| {hw.baseline_latency_ms:g} |")
     text = "\n".join([
         "# Paper-scale hardware models for the simulator", "",
-        "- command: `python benchmarks/sim_paper_hardware.py`",
+        "- command: `python -m benchmarks.paper.hardware`",
         f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
         f"- input: `{KIT_REF}/latency/` (adaserve_artifact*.csv and the 24 vidur_*.csv)", "",
         "Written to `adaserve/sim/data/hardware/<name>.json`. Attention: ms per 1,000 cached "

@@ -18,7 +18,7 @@ from adaserve.sim.hardware import HardwareModel
 from adaserve.sim.setups import Deployment
 from adaserve.sim.workload import SimRequest, read_paper_trace, stop_at_eos
 
-KIT = Path(__file__).resolve().parents[2] / "shared" / "paper-scale"
+from benchmarks.shared.common import KIT  # noqa: F401 (the kit, read by every paper page)
 KIT_REF = "../shared/paper-scale"  # how pages name the kit
 EOS_SEED = 0  # the calibrations' draw of output lengths; a figure run draws with its own seed
 

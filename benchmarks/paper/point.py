@@ -7,7 +7,7 @@ goodput and tokens per step beside the paper's, with the spread over acceptance 
 Writes results/sim/fig8-rps3.0.{md,json} and keeps the runs under
 results/sim/fig8-rps3.0/.
 
-    python benchmarks/sim_paper_point.py [--seeds 0,1,2]
+    python -m benchmarks.paper.point [--seeds 0,1,2]
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS, commit, machine
-from _paper_runs import tokens_per_step
+from benchmarks.shared.common import KIT, RESULTS, commit, machine
+from benchmarks.paper.runs import tokens_per_step
 
 from adaserve.loadgen.records import read_jsonl
 
-PAPER = Path(__file__).resolve().parents[2] / "shared" / "paper-scale"
+PAPER = KIT
 TRACE = PAPER / "traces" / "fig8_9_rps3.0_ol256.csv"
 SETUP = "paper-llama3.1-70b"
 # ../shared/paper-scale/paper_results.md, Fig. 8, 9, 12 at RPS 3.0, Llama-3.1-70B [plot]
@@ -85,7 +85,7 @@ def main() -> int:
     text = "\n".join([
         "# Paper point: Fig. 8/9 at RPS 3.0, Llama-3.1-70B, simulated", "",
         f"- command: `{' '.join(shlex.quote(c) for c in cmd)}` (by "
-        f"`python benchmarks/sim_paper_point.py {' '.join(sys.argv[1:])}`), {wall:.0f} s wall",
+        f"`python -m benchmarks.paper.point {' '.join(sys.argv[1:])}`), {wall:.0f} s wall",
         f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
         f"- trace: the authors' `{TRACE.name}` (60/20/20 of 1.2x baseline, 50 ms, 150 ms; "
         f"outputs capped at 256 and ending at EOS); deployment `{SETUP}` (the authors' "

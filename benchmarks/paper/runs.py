@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from _common import RESULTS
-from _paper import KIT, PaperSetup
-from _run_keys import code_sha, policy_sha
+from benchmarks.shared.common import RESULTS
+from benchmarks.paper.kit import KIT, PaperSetup
+from benchmarks.shared.run_keys import code_sha, policy_sha
 
 from adaserve.engine.systems import resolve_system
 from adaserve.loadgen.records import DEFAULT_TTFT_SLO_MS, Record, summarize
@@ -205,7 +205,7 @@ MEASURED = ("tokens_per_step", "iterations", "simulated_s", "drain_s", "classes"
 
 def _task_of(kept: dict) -> Task | None:
     """The task a kept run answers, None if its set-up or trace is no longer there."""
-    from _paper import SEED_SETUPS, SETUPS
+    from benchmarks.paper.kit import SEED_SETUPS, SETUPS
 
     i = kept["inputs"]
     setups = [s for s in {**SETUPS, **SEED_SETUPS}.values() if s.deployment == i.get("deployment")]

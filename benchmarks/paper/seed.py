@@ -12,7 +12,7 @@ rate; prompts of the chat class (Cat. 2, Alpaca) for the urgent and relaxed requ
 of the summarization class (Cat. 3, CNN/DailyMail: the seed used ArXiv, longer) for the
 moderate ones, drawn from that trace; outputs of 256 tokens.
 
-    python benchmarks/sim_seed_figures.py [--seeds 0,1,2] [--jobs 2]
+    python -m benchmarks.paper.seed [--seeds 0,1,2] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import time
 
 import numpy as np
 
-from _common import RESULTS, commit, machine
-from _paper import KIT, KIT_REF, SEED_70B, SEED_7B
-from _paper_runs import run_all, spread
-from sim_paper_figures import IMPROVED, OUT, Figure, curves, plot, table, tasks_of
-from sim_paper_goals import TEXT
+from benchmarks.shared.common import RESULTS, commit, machine
+from benchmarks.paper.kit import KIT, KIT_REF, SEED_70B, SEED_7B
+from benchmarks.paper.runs import run_all, spread
+from benchmarks.paper.figures import IMPROVED, OUT, Figure, curves, plot, table, tasks_of
+from benchmarks.paper.goals import TEXT
 
 from adaserve.loadgen.paper_trace import at_rate, read_rows
 from adaserve.scheduler import split_specs
@@ -104,7 +104,7 @@ def main() -> int:
 
     lines = [
         "# Seed 002's own set-up, simulated", "",
-        f"- command: `python benchmarks/sim_seed_figures.py {' '.join(sys.argv[1:])}` "
+        f"- command: `python -m benchmarks.paper.seed {' '.join(sys.argv[1:])}` "
         f"({time.perf_counter() - t0:.0f} s wall; runs kept under results/sim/runs/)",
         f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
         *[f"- {s.title}: deployment `{s.deployment}` (adaserve/sim/data/setups/): hardware "

@@ -1,4 +1,4 @@
-"""The test set: our claims, on traces no fit touched (issue 38; the sets: _test_set.py).
+"""The test set: our claims, on traces no fit touched (issue 38; the sets: test_set_traces.py).
 
 Runs the authors' scheduler (``adaserve-authors``), ours (``adaserve``), the paper's
 baselines and, with --ablation, ``adaserve`` with each option turned off (or, for
@@ -7,7 +7,7 @@ results/sim/test-set.md with the three readings of attainment (the paper's, TPOT
 end), TTFT p99 and the drain ratio, the goal (``adaserve`` >= 5 points over
 ``adaserve-authors`` at Fig. 8's three highest rates, goodput kept) and the ablation.
 
-    python benchmarks/sim_test_set.py [--kinds poisson,bursty,urgent] [--pairs llama,qwen]
+    python -m benchmarks.paper.test_set [--kinds poisson,bursty,urgent] [--pairs llama,qwen]
         [--seeds 0,1,2] [--ablation] [--jobs 2]
 """
 
@@ -21,10 +21,10 @@ import time
 
 import numpy as np
 
-from _common import RESULTS, commit, machine
-from _paper import KIT, SETUPS
-from _paper_runs import TTFT_SLO_MS, Task, run_all
-from _test_set import GOAL_RATES, KINDS, RATES, make_trace
+from benchmarks.shared.common import RESULTS, commit, machine
+from benchmarks.paper.kit import KIT, SETUPS
+from benchmarks.paper.runs import TTFT_SLO_MS, Task, run_all
+from benchmarks.paper.test_set_traces import GOAL_RATES, KINDS, RATES, make_trace
 
 OURS, AUTHORS = "adaserve", "adaserve-authors"
 BASELINES = ("sarathi", "vllm", "vllm-spec-4", "vllm-spec-6", "vllm-spec-8")
@@ -90,11 +90,11 @@ def main() -> int:
     wall = sum(r["wall_s"] for r in results.values())
     lines = [
         "# The test set: ours against the authors' scheduler on traces no fit touched", "",
-        f"- command: `python benchmarks/sim_test_set.py {' '.join(sys.argv[1:])}` "
+        f"- command: `python -m benchmarks.paper.test_set {' '.join(sys.argv[1:])}` "
         f"({len(keyed)} runs, {wall / 60:.0f} min of simulation wall time, kept under "
         "results/sim/runs/; simulated time does not depend on the machine's load)",
         f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
-        "- set: **test** (benchmarks/_test_set.py): generated traces, each (set-up, kind, "
+        "- set: **test** (benchmarks/paper/test_set_traces.py): generated traces, each (set-up, kind, "
         "rate, seed) its own; seeds draw the arrivals, the classes and prompt lengths, the "
         "acceptance and where each output ends. No constant was fitted on them; the "
         "development set (the authors' Fig. 8 traces, seeds 0-2) is where the pace, the "

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS
-from _paper import KIT, SETUPS, PaperSetup
+from benchmarks.shared.common import RESULTS
+from benchmarks.paper.kit import KIT, SETUPS, PaperSetup
 
 from adaserve.loadgen.arrivals import gamma_times
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from _paper import PAPER_NAME
+from benchmarks.paper.kit import PAPER_NAME
 
 _CAPTION = re.compile(r"^\*\*(?P<model>[^*]+?) — (?P<metric>[^*(]+?)(?: \([^)]*\))?\*\*")
 _FIGURE = re.compile(r"^#+ Fig\. (?P<fig>\d+)")

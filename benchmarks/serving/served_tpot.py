@@ -11,7 +11,7 @@ between the engine's step and the client.
    request in flight: their iterations are batch-1 like the engine-only ones).
 Writes results/served_tpot.{md,json} and the bench's pages under results/served_tpot/.
 
-    python benchmarks/served_tpot.py [--requests 16] [--rounds 3]
+    python -m benchmarks.serving.served_tpot [--requests 16] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import statistics
 import subprocess
 import sys
 
-from _common import RESULTS, commit, machine, write_results
-from engine import run_engine
+from benchmarks.shared.common import RESULTS, commit, machine, write_results
+from benchmarks.engine.engine import run_engine
 
 from adaserve.engine import EngineConfig
 from adaserve.engine.core import EngineCore

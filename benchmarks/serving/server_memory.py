@@ -5,7 +5,7 @@ Starts `adaserve serve` (defaults: adaserve policy, the distilled draft, 32 slot
 concurrent streaming requests of --new-tokens output tokens each and reads the peak
 (VmHWM from /proc). Prints a table, writes results/server_memory.{md,json}.
 
-    python benchmarks/server_memory.py [--new-tokens 64]
+    python -m benchmarks.serving.server_memory [--new-tokens 64]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import httpx
-from _common import commit, machine, write_results
+from benchmarks.shared.common import commit, machine, write_results
 
 from adaserve.loadgen.serve_process import ServeProcess
 

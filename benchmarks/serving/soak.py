@@ -16,7 +16,7 @@ a whole KV pool and flat memory:
 Prints a table and writes results/soak/ (or --out): summary.md, summary.json, rss.png,
 the load generator's records (loadgen/) and the server's log. Exits 1 if a check fails.
 
-    python benchmarks/soak.py [--minutes 10] [--capacity REQ_PER_S] [--serve-args '...']
+    python -m benchmarks.serving.soak [--minutes 10] [--capacity REQ_PER_S] [--serve-args '...']
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import httpx
 import psutil  # installed with locust, which the soak needs anyway (the [loadgen] extra)
-from _common import RESULTS, commit, machine
-from soak_checks import (completion_rate, failures, others_cores, parse_metrics, rss_slope,
+from benchmarks.shared.common import RESULTS, commit, machine
+from benchmarks.serving.soak_checks import (completion_rate, failures, others_cores, parse_metrics, rss_slope,
                          soak_requests, total)
 
 from adaserve.loadgen.records import read_jsonl, summarize, summary_table

@@ -1,4 +1,4 @@
-"""The arithmetic of the soak benchmark (benchmarks/soak.py), apart from the server so it
+"""The arithmetic of the soak benchmark (benchmarks/serving/soak.py), apart from the server so it
 is tested on made-up inputs: Prometheus samples, failure counts from the load generator's
 records, the capacity a probe measured, and the RSS slope."""
 

@@ -6,7 +6,7 @@ the converted model and the built kernels (no profile is saved by `serve`, so it
 one again). For each: seconds to the first /health answer and to the first chat reply,
 and what the server said it spent on the kernels. Writes results/startup.{md,json}.
 
-    python benchmarks/startup.py
+    python -m benchmarks.serving.startup
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 import time
 import urllib.request
 
-from _common import commit, machine, write_results
+from benchmarks.shared.common import commit, machine, write_results
 
 CHAT = {"messages": [{"role": "user", "content": "What is the capital of France?"}],
         "max_tokens": 16, "temperature": 0}

@@ -28,8 +28,8 @@ side by side). Then `adaserve loadgen`
 (one mixed-SLO open-loop workload) against the embedded server and against SGLang +
 ADASERVE (`--loadgen-system`), each judged against its own baseline's class multiples.
 
-    .venv/bin/python benchmarks/sglang_cpu.py                        # ~40 min, quiet machine
-    .venv/bin/python benchmarks/sglang_cpu.py --requests 4 --tokens 12 --systems \\
+    .venv/bin/python -m benchmarks.sglang.cpu                        # ~40 min, quiet machine
+    .venv/bin/python -m benchmarks.sglang.cpu --requests 4 --tokens 12 --systems \\
         sglang-none,adaserve-ragged:2n --loadgen-requests 0             # a quick look
 
 Writes results/sglang_cpu.md and .json. SGLang on a CPU is a test vehicle for the plugin
@@ -49,11 +49,10 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "sglang_tier"))
-from _common import commit, machine, write_results  # noqa: E402
-from _sglang_runs import (CLASSES, MULTIPLES, drive, greedy_ids, iterations,  # noqa: E402
+# the SGLang tier's prompts, which this page measures on too
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "sglang_tier"))
+from benchmarks.shared.common import ROOT, commit, machine, write_results  # noqa: E402
+from benchmarks.sglang.runs import (CLASSES, MULTIPLES, drive, greedy_ids, iterations,  # noqa: E402
                           loadgen, per_class, stream_one)
 from servers import PROMPTS as TIER_PROMPTS  # noqa: E402
 
@@ -61,7 +60,6 @@ from adaserve.loadgen.workload import prompt_set  # noqa: E402
 from adaserve.sglang.cpu.process import ServerProcess  # noqa: E402
 from adaserve.scheduler import split_specs  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 SHAPE = {"steps": 3, "topk": 2, "draft_tokens": 4}
 DEFAULT_SYSTEMS = ("sglang-none,adaserve-alternate:layout,adaserve-alternate:3n,"
                    "adaserve-alternate:2n,adaserve-uniform:3n,adaserve-ragged:3n,"
@@ -170,7 +168,7 @@ def main() -> int:
         rows.append(run_system(name, args, logs, prompts, classes, baseline_ms))
         baseline_ms = rows[-1].get("baseline_ms", baseline_ms)
         print(f"[sglang_cpu] {name}: {rows[-1]['tokens_per_s']:.2f} tok/s", flush=True)
-    from _sglang_page import page
+    from benchmarks.sglang.page import page
 
     text = page(rows, args, baseline_ms, stamp, commit(), machine(), SHAPE)
     for r in rows:  # the pages say whether they match; the ids are bulky

@@ -1,4 +1,4 @@
-"""results/sglang_cpu.md from benchmarks/sglang_cpu.py's rows."""
+"""results/sglang_cpu.md from benchmarks/sglang/cpu.py's rows."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def page(rows: list[dict], args, baseline_ms: float | None, stamp: str, commit: 
     ada = [r for r in rows if r["system"].startswith("adaserve")]
     lines = [
         "# SGLang + ADASERVE on this CPU: ragged verify, the real draft, one contract", "",
-        f"`.venv/bin/python benchmarks/sglang_cpu.py --requests {args.requests} --tokens "
+        f"`.venv/bin/python -m benchmarks.sglang.cpu --requests {args.requests} --tokens "
         f"{args.tokens} --concurrency {n} --systems {args.systems} --loadgen-requests "
         f"{args.loadgen_requests} --loadgen-rate {args.loadgen_rate}"
         f"{' --cache ' + args.cache if args.cache else ''}`; {stamp}; commit "

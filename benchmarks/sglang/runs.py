@@ -1,4 +1,4 @@
-"""One server's measured run for benchmarks/sglang_cpu.py: the client side (streamed
+"""One server's measured run for benchmarks/sglang/cpu.py: the client side (streamed
 requests, closed loop, TTFT/TPOT as the client sees them), the server side (the ADASERVE
 worker's iteration log over the same window) and a load-generator run."""
 

@@ -50,7 +50,10 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
 
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+ROOT = Path(__file__).resolve().parents[2]  # the repository
+RESULTS = ROOT / "results"
+# the paper's kit (traces, latency tables) beside the repository, as in the dev set-up
+KIT = ROOT.parent / "shared" / "paper-scale"
 
 
 def commit() -> str:

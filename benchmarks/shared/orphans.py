@@ -8,7 +8,7 @@ page (``X.json`` or ``X.png`` next to ``X.md``) is read with the page. Supersede
 that no page names are orphans: remove them, or link them from the page that explains
 why they are kept.
 
-    python benchmarks/orphans.py      # prints one orphan a line; exit 1 if any
+    python -m benchmarks.shared.orphans      # prints one orphan a line; exit 1 if any
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 # the folders whose entries are pages of their own (results/sim/ holds the figure pages)
 SHELVES = (RESULTS, RESULTS / "sim")
@@ -55,8 +55,8 @@ def _named_in_code() -> str:
     """The source of the scripts that write and read results/: a kept run folder (runs/,
     fleet-runs/, a trace) is read by the script that names it, not through a link."""
     return "\n".join(p.read_text(errors="replace") for pattern in
-                     ("benchmarks/*.py", "loadgen/*.py", "adaserve/**/*.py")
-                     for p in ROOT.glob(pattern) if p.name != "orphans.py")
+                     ("benchmarks/**/*.py", "loadgen/*.py", "adaserve/**/*.py")
+                     for p in ROOT.glob(pattern) if p != Path(__file__).resolve())
 
 
 def orphans() -> list[Path]:

@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 _COMMAND = re.compile(r"command[^`\n]*`([^`]+)`")
 _BACKTICKED = re.compile(r"^`([^`]+)`", re.M)

@@ -19,7 +19,7 @@ import hashlib
 import inspect
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # the loop and the library every run executes; the metric code is here too, since a kept
 # run holds what it measured
 LOOP = ("scheduler/*.py", "adaserve/engine/*.py", "adaserve/sim/*.py", "loadgen/records.py")

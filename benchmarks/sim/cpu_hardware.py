@@ -15,7 +15,7 @@ Two models, both written as data files into adaserve/sim/data/hardware/:
   generator) and a host time per decoding iteration. The other policies' iterations are
   held out: the page shows how well the fit predicts them.
 
-    python benchmarks/sim_cpu_hardware.py [--profile P.json] [--sweep results/rate ...]
+    python -m benchmarks.sim.cpu_hardware [--profile P.json] [--sweep results/rate ...]
 
 Prints the fit and the held-out residuals; writes results/sim/cpu-hardware.{md,json}.
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS, commit, machine
+from benchmarks.shared.common import RESULTS, commit, machine
 
 from adaserve.scheduler import SpecPlan
 from adaserve.sim.hardware import DATA, HardwareModel
@@ -75,7 +75,7 @@ def profile_model(profile: dict, name: str, source: str) -> dict:
             "no host time. The served engine's iterations take longer: "
             "cpu-smollm2-135m-served adds what the served process measured. The prefill "
             "forwards are priced over a whole chunk of tokens as one request's.",
-            "Refit: python benchmarks/sim_cpu_hardware.py"],
+            "Refit: python -m benchmarks.sim.cpu_hardware"],
     }
 
 
@@ -129,7 +129,7 @@ def scaled(model: dict, factor: float, host_s: float, name: str, source: str) ->
         f"Every forward of cpu-smollm2-135m-table x {factor:.3f}, plus {host_s * 1e3:.1f} ms "
         "of host time per decoding iteration: fitted to the served engine's own iteration logs "
         "(`adaserve serve --iteration-log`) while it served a bench sweep beside its load "
-        "generator on the same 2 cores.", "Refit: python benchmarks/sim_cpu_hardware.py"]
+        "generator on the same 2 cores.", "Refit: python -m benchmarks.sim.cpu_hardware"]
     return out
 
 
@@ -164,7 +164,7 @@ def main() -> int:
     base = profile_model(profile, "cpu-smollm2-135m-table",
                          f"`adaserve profile` on the dev machine, {profile['date']}: a table "
                          "per batch tokens and one context term, least squares over the "
-                         "profile's samples (benchmarks/sim_cpu_hardware.py)")
+                         "profile's samples (benchmarks/sim/cpu_hardware.py)")
     # the sweeps ran at --budget 4; the file keeps the profile's own B
     base_hw = HardwareModel.from_dict(base)
     logs = read_logs(sweeps)
@@ -179,7 +179,7 @@ def main() -> int:
     res_base, res_served = residuals(base_hw, logs), residuals(served_hw, logs)
     lines = [
         "# CPU hardware models for the simulator", "",
-        f"- command: `python benchmarks/sim_cpu_hardware.py {' '.join(sys.argv[1:])}`",
+        f"- command: `python -m benchmarks.sim.cpu_hardware {' '.join(sys.argv[1:])}`",
         f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
         f"- profile: `{args.profile.name}` of {profile['date']}; sweeps: "
         f"{', '.join(str(s) for s in sweeps)}", "",

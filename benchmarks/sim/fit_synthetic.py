@@ -11,7 +11,7 @@
 Writes nothing: the numbers go into adaserve/sim/data/acceptance/*.json by hand, with this
 command as their source.
 
-    python benchmarks/sim_fit_synthetic.py [--target 2.83]
+    python -m benchmarks.sim.fit_synthetic [--target 2.83]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import re
 import numpy as np
 import torch
 
-from _common import RESULTS
+from benchmarks.shared.common import RESULTS
 
 from adaserve.sim import (HardwareModel, SimRequest, SimSetup, SyntheticAcceptance, build,
                           load_acceptance, simulate)

@@ -9,7 +9,7 @@ the engine took, milliseconds per iteration and simulated seconds. With --figure
 figure itself, one run after another on one core. Prints tables and writes
 results/sim/speed.{md,json}.
 
-    python benchmarks/sim_speed.py [--repeats 3] [--policies adaserve,incremental] [--figure]
+    python -m benchmarks.sim.speed [--repeats 3] [--policies adaserve,incremental] [--figure]
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from _common import RESULTS, commit, machine
+from benchmarks.shared.common import KIT, RESULTS, commit, machine
 
 from adaserve.sim import (HardwareModel, SimSetup, build, load_acceptance, read_paper_trace,
                           simulate)
 from adaserve.scheduler import split_specs
 
-TRACE = Path(__file__).resolve().parents[2] / "shared/paper-scale/traces/fig8_9_rps4.8_ol256.csv"
+TRACE = KIT / "traces" / "fig8_9_rps4.8_ol256.csv"
 GOAL_S = 30.0
 FIGURE_GOAL_MIN = 15.0
 # Fig. 8/9's six systems (the paper's) and seed 002's three other tree policies
@@ -119,7 +119,7 @@ def main() -> int:
     reqs = read_paper_trace(args.trace, hw.baseline_latency_ms, args.limit)
     table, runs = policy_table(args, hw, reqs)
     lines = ["# Simulator speed", "",
-             f"- command: `python benchmarks/sim_speed.py {' '.join(sys.argv[1:])}`",
+             f"- command: `python -m benchmarks.sim.speed {' '.join(sys.argv[1:])}`",
              f"- machine: {machine()}, torch {torch.__version__}, 1 thread; load average "
              f"{load:.2f} at the start",
              f"- date: {dt.date.today()}, commit {head}",

@@ -13,8 +13,8 @@ bar asks for. --record makes that recording first (it loads the real models: min
 Each run's prompts are rebuilt from the sweep's settings (adaserve.loadgen.arrivals.
 build_plan) and checked against its records: classes, send times, prompt token counts.
 
-    python benchmarks/sim_validation.py [--experiments rate,urgent] [--acceptance ...]
-    python benchmarks/sim_validation.py --recording R.npz [--record] --name validation
+    python -m benchmarks.sim.validation [--experiments rate,urgent] [--acceptance ...]
+    python -m benchmarks.sim.validation --recording R.npz [--record] --name validation
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS, commit, machine
+from benchmarks.shared.common import RESULTS, commit, machine
 
 from adaserve.loadgen.arrivals import build_plan
 from adaserve.loadgen.records import Record, read_jsonl
@@ -126,7 +126,7 @@ def page(rows: list[dict], args: argparse.Namespace, hw: HardwareModel,
     f = lambda x, d=1: "–" if x is None else f"{x:.{d}f}"  # noqa: E731
     kind = "replay" if args.recording is not None else "synthetic"
     lines = [f"# Simulator vs measured CPU sweeps ({kind} acceptance): {args.name}", "",
-             f"- command: `python benchmarks/sim_validation.py {' '.join(sys.argv[1:])}`",
+             f"- command: `python -m benchmarks.sim.validation {' '.join(sys.argv[1:])}`",
              f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
              f"- hardware model `{hw.name}` ({hw.source}); acceptance `{args.acceptance}`",
              "- workload per run: that run's own records (arrival times, classes, SLOs, "
@@ -222,7 +222,7 @@ def make_recording(path: Path, experiments: list[str], tokenizer) -> None:
     models = load_models(EngineConfig(policy="adaserve"))
     rec = record(models, list(prompts), longest + LOOKAHEAD,
                  meta={"target": EngineConfig().model, "draft": "auto (the packaged draft)",
-                       "source": f"benchmarks/sim_validation.py --record, prompts of results/"
+                       "source": f"python -m benchmarks.sim.validation --record, prompts of results/"
                                  f"{{{','.join(experiments)}}}", "commit": commit()})
     rec.save(path)
     print(f"[sim-validation] recorded {len(prompts)} prompts x {longest + LOOKAHEAD} tokens "

@@ -25,8 +25,8 @@ def test_every_page_but_history_names_its_module():
     for name, (module, _) in pages.items():
         if module != "-":
             assert (ROOT / module).is_file(), (name, module)
-    assert pages["engine"][0] == "benchmarks/engine.py"
-    assert pages["sim/test-set"][0] == "benchmarks/sim_test_set.py"  # named below its findings
+    assert pages["engine"][0] == "benchmarks/engine/engine.py"
+    assert pages["sim/test-set"][0] == "benchmarks/paper/test_set.py"  # named below its findings
     assert pages["rate-default-v2/summary"][0] == "loadgen/bench.py"
 
 
@@ -37,7 +37,7 @@ def test_a_page_gives_the_command_that_remakes_it():
     assert ("adaserve bench --experiment rate --out results/rate-default-v2 --rewrite-page"
             in sweep.stdout)
     fig = _run("sim/fig8.md")
-    assert "python benchmarks/sim_paper_figures.py --figures fig8" in fig.stdout
+    assert "python -m benchmarks.paper.figures --figures fig8" in fig.stdout
     missing = _run("no-such-page")
     assert missing.returncode == 2 and "python -m benchmarks" in missing.stderr
     history = _run("sim/history-issue19")
