@@ -3,9 +3,10 @@
 For n requests with d x w beam-shaped candidate trees, times the policy's whole per-iteration
 selection call (requirements, ranking, SLO phase, throughput phase) for ``adaserve`` and
 ``global-greedy``, plus building the validated ``CandidateBatch`` carrier from engine arrays.
-Medians of repeated runs. Prints a table and writes results/scheduler_overhead.{md,json,png}.
+Medians of repeated runs. Prints a table and writes results/scheduler_overhead.{md,json,png};
+--render rewrites the page and plot from the kept JSON, measuring nothing.
 
-    python -m benchmarks.engine.scheduler_overhead [--repeats 200]
+    python -m benchmarks.engine.scheduler_overhead [--repeats 200] [--render]
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import shlex
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.shared.common import Timer, commit, machine
+from benchmarks.shared.page import kept
 
 from adaserve.scheduler import (
     SLO,
@@ -74,7 +77,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("results"))
+    parser.add_argument("--render", action="store_true",
+                        help="measure nothing: rewrite the page from --out's JSON")
     args = parser.parse_args()
+    if args.render:
+        d = kept("scheduler_overhead", args.out)
+        write(d["rows"], d["scaling"], {k: d[k] for k in META if k in d}, d["repeats"], args.out)
+        return 0
     rng = np.random.default_rng(0)
     timer = Timer(args.repeats)
     plan = SpecPlan(depth=DEPTH, width=WIDTH, t_spec_s=0.02)
@@ -110,15 +119,20 @@ def main() -> int:
             for n, budget, nodes in grid]
     scaling = [{"n": n, "budget": budget, "candidate_nodes": nodes,
                 "adaserve_ms": ms[("scaling", n)]} for n, budget, nodes in sweep]
-    write(rows, scaling, args)
+    made = {"command": shlex.join(["python", "-m", "benchmarks.engine.scheduler_overhead",
+                                   *sys.argv[1:]]), "machine": machine(),
+            "date": dt.date.today().isoformat(), "commit": commit() or "uncommitted"}
+    write(rows, scaling, made, args.repeats, args.out)
     return 0
 
 
-def write(rows: list[dict], scaling: list[dict], args: argparse.Namespace) -> None:
-    args.out.mkdir(parents=True, exist_ok=True)
-    date = dt.date.today().isoformat()
-    head = commit() or "uncommitted"
-    cmd = "python " + " ".join(sys.argv)
+# how the numbers were made, kept with them; a note, where one was written, says more
+META = ("command", "machine", "date", "commit", "note")
+
+
+def write(rows: list[dict], scaling: list[dict], made: dict, repeats: int, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    cmd, date, head = made["command"], made["date"], made["commit"]
     # Scaling: log-log slope of time against N over the upper half of the sweep, where the
     # fixed per-call overhead no longer dominates. N log N over that range is ~1.1.
     upper = scaling[len(scaling) // 2:]
@@ -129,10 +143,11 @@ def write(rows: list[dict], scaling: list[dict], args: argparse.Namespace) -> No
     lines = [
         "# Scheduler selection overhead",
         "",
-        f"- command: `{cmd}` (median of {args.repeats} runs per cell, sampled in interleaved "
+        f"- command: `{cmd}` (median of {repeats} runs per cell, sampled in interleaved "
         "rounds across all cells)",
-        f"- machine: {machine()}",
+        f"- machine: {made['machine']}",
         f"- date: {date}, commit {head}",
+        *([f"- {made['note']}"] if made.get("note") else []),
         f"- candidate trees: d = {DEPTH}, w = {WIDTH} (1 + d*w = {1 + DEPTH * WIDTH} nodes per "
         "request), beam-shaped, SLO mix 12.5/30/100 ms/best-effort with requests ahead of and "
         "behind their SLO",
@@ -170,12 +185,13 @@ def write(rows: list[dict], scaling: list[dict], args: argparse.Namespace) -> No
         lines.append(f"| {r['n']} | {r['budget']} | {r['candidate_nodes']} | "
                      f"{r['adaserve_ms']:.3f} | {r['adaserve_ms'] * 1e3 / r['candidate_nodes']:.3f} |")
     lines += ["", "![time vs candidate nodes](scheduler_overhead.png)", ""]
-    (args.out / "scheduler_overhead.md").write_text("\n".join(lines))
-    (args.out / "scheduler_overhead.json").write_text(json.dumps(
-        {"command": cmd, "machine": machine(), "date": date, "commit": head,
-         "depth": DEPTH, "width": WIDTH, "repeats": args.repeats, "rows": rows,
-         "scaling": scaling, "loglog_slope": slope, "nlogn_slope": nlogn}, indent=2))
-    plot(rows, scaling, args.out / "scheduler_overhead.png")
+    (out / "scheduler_overhead.md").write_text("\n".join(lines))
+    (out / "scheduler_overhead.json").write_text(json.dumps(
+        {**{k: v for k, v in made.items() if k != "note"}, "depth": DEPTH, "width": WIDTH,
+         "repeats": repeats, "rows": rows, "scaling": scaling, "loglog_slope": slope,
+         "nlogn_slope": nlogn, **({"note": made["note"]} if made.get("note") else {})},
+        indent=2))
+    plot(rows, scaling, out / "scheduler_overhead.png")
     print("\n".join(lines))
 
 

@@ -7,20 +7,21 @@ measurement N times in one process (the models loaded once, as each start loads 
 the start-up's repeats and at three times as many, and tabulates the B each gave and the
 ratio of each token count's forward to the one-token one. Writes
 results/startup_budget.{md,json}. Run it alone: a co-tenant is what it measures against.
+--render rewrites the page from the kept JSON, measuring nothing.
 
-    python -m benchmarks.engine.startup_budget [--curves 10]
+    python -m benchmarks.engine.startup_budget [--curves 10] [--render]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import datetime as dt
 import sys
 
 import numpy as np
 
-from benchmarks.shared.common import commit, machine, write_results
+from benchmarks.shared.common import write_results
+from benchmarks.shared.page import Made, kept
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.loader import load_models
 from adaserve.engine.profiler import STARTUP_REPEATS, _knee_curve
@@ -56,29 +57,35 @@ def table(runs: dict[int, list[dict]]) -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--curves", type=int, default=10, help="knee curves per repeat count")
+    p.add_argument("--render", action="store_true",
+                   help="measure nothing: rewrite the page from results/startup_budget.json")
     args = p.parse_args()
-    models = load_models(EngineConfig())
-    runs = {r: measure(models.target, args.curves, r)
-            for r in (STARTUP_REPEATS, 3 * STARTUP_REPEATS)}
-    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
-           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="minutes"),
-           "commit": commit(), "max_ratio": BUDGET_MAX_RATIO,
-           "runs": {str(k): v for k, v in runs.items()}}
-    lines = ["# The start-up profile's budget B, start to start", "",
-             f"- command: `{res['command']}`", f"- machine: {res['machine']}",
-             f"- date: {res['date']} UTC, commit {res['commit']}; run alone", "",
-             f"Each row: {args.curves} knee curves measured as `adaserve serve` measures one at "
-             f"a start without a saved profile (round robin over the token counts, the median "
-             f"of the repeats, stopping past 2x the one-token forward), and the B that the "
-             f"budget rule (<= {BUDGET_MAX_RATIO}x) reads from each.", ""]
-    lines += table(runs)
+    if args.render:
+        res = kept("startup_budget")
+    else:
+        models = load_models(EngineConfig())
+        runs = {r: measure(models.target, args.curves, r)
+                for r in (STARTUP_REPEATS, 3 * STARTUP_REPEATS)}
+        res = {**Made.now("benchmarks.engine.startup_budget").to_dict(),
+               "max_ratio": BUDGET_MAX_RATIO, "runs": {str(k): v for k, v in runs.items()}}
+    write_results("startup_budget", "\n".join(page(res)), res)
+    return 0
+
+
+def page(res: dict) -> list[str]:
+    curves = len(next(iter(res["runs"].values())))
+    lines = Made.of(res).header("The start-up profile's budget B, start to start", "; run alone")
+    lines += [f"Each row: {curves} knee curves measured as `adaserve serve` measures one at "
+              f"a start without a saved profile (round robin over the token counts, the median "
+              f"of the repeats, stopping past 2x the one-token forward), and the B that the "
+              f"budget rule (<= {res['max_ratio']}x) reads from each.", ""]
+    lines += table(res["runs"])
     lines += ["", "Where the forward's ratio to a one-token forward sits near the rule's "
               "1.15 at two neighbouring counts, noise of a few percent moves B between them "
               "from start to start; more repeats narrow the noise of each median, not the "
               "machine's drift between the counts. A saved profile (`adaserve profile`) or "
               "`--budget` fixes B (docs/server.md).", ""]
-    write_results("startup_budget", "\n".join(lines), res)
-    return 0
+    return lines
 
 
 if __name__ == "__main__":
