@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--out", type=Path, default=None,
                       help="where to write the profile (default: the cache path the engine reads)")
     prof.add_argument("--repeats", type=int, default=5, help="timed repetitions per point")
+    prof.add_argument("--curves", type=int, default=5,
+                      help="budget curves; B is their median, and their spread is shown")
     prof.add_argument("--quick", action="store_true",
                       help="a smaller latency grid, and a budget curve that stops past 2x a "
                            "one-token forward (what `adaserve serve` measures at start-up "
