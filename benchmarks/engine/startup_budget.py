@@ -22,6 +22,7 @@ import numpy as np
 
 from benchmarks.shared.common import write_results
 from benchmarks.shared.page import Made, kept
+from benchmarks.shared.page import table as page_table
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.loader import load_models
 from adaserve.engine.profiler import STARTUP_REPEATS, _knee_curve
@@ -37,11 +38,9 @@ def measure(model, curves: int, repeats: int) -> list[dict]:
     return out
 
 
-def table(runs: dict[int, list[dict]]) -> list[str]:
+def table(runs: dict[str, list[dict]]) -> list[str]:
     counts = sorted({k for rs in runs.values() for r in rs for k in r["tokens"]})[1:5]
-    lines = ["| repeats per count | B over the curves (count) | "
-             + " | ".join(f"forward of {k} / of 1 (min-median-max)" for k in counts) + " |",
-             "|---|---|" + "---|" * len(counts)]
+    rows = []
     for repeats, rs in runs.items():
         seen = collections.Counter(r["budget"] for r in rs)
         cells = []
@@ -49,9 +48,10 @@ def table(runs: dict[int, list[dict]]) -> list[str]:
             ratios = [r["seconds"][r["tokens"].index(k)] / r["seconds"][0]
                       for r in rs if k in r["tokens"]]
             cells.append(f"{min(ratios):.2f}-{np.median(ratios):.2f}-{max(ratios):.2f}")
-        lines.append(f"| {repeats} | " + ", ".join(f"B = {b}: {n}" for b, n in sorted(seen.items()))
-                     + " | " + " | ".join(cells) + " |")
-    return lines
+        rows.append([repeats, ", ".join(f"B = {b}: {n}" for b, n in sorted(seen.items())),
+                     *cells])
+    return page_table(["repeats per count", "B over the curves (count)",
+                       *(f"forward of {k} / of 1 (min-median-max)" for k in counts)], rows)
 
 
 def main() -> int:
