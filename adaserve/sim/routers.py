@@ -164,7 +164,7 @@ class SloSpill(Router):
     the overflow, instead of pushing every replica past the point where it attains little
     (the fleet-level version of adaserve's triage option). Named ``slo-spill:<cap>``; the cap is a
     replica's capacity in demand units, which depends on the hardware and the workload
-    (benchmarks/sim_fleet.py tunes it on a trace it does not report)."""
+    (benchmarks/fleet/sim.py tunes it on a trace it does not report)."""
 
     name = "slo-spill"
     DEFAULT_CAP = 25.0
