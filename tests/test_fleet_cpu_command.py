@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from adaserve.cli import build_parser, main
-from adaserve.sglang.cpu.fleet import replica_command, replica_ports, router_command
+from adaserve.sglang.cpu.fleet import front_command, replica_command, replica_ports, router_command
 
 
 def parse(*argv: str):
@@ -40,6 +40,21 @@ def test_the_router_gets_the_replicas_policy_and_health_checks():
     assert flags["--health-check-interval-secs"] == "3"
     assert flags["--health-check-endpoint"] == "/model_info"
     assert argv[-2:] == ["--retry-max-retries", "2"]
+
+
+def test_the_picker_policy_starts_the_target_router_and_a_picking_front():
+    """--policy picker: the router through adaserve.sglang.target_router (sglang-router's
+    consistent_hashing, the 0.3.2 policy that reads X-SMG-Target-Worker; its CLI parser
+    needs one of its own choices, which the launcher overrides), and the front with
+    --pick and the replicas' URLs; any other policy: neither."""
+    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    args = parse("--policy", "picker", "--front-args", "--picker-capacity 6")
+    argv = router_command(args, urls, 4000, 4001)
+    assert argv[1:3] == ["-m", "adaserve.sglang.target_router"]
+    front = front_command(args, "http://127.0.0.1:4000", urls, 3999)
+    assert front[front.index("--pick") + 1:][:2] == urls
+    assert front[-2:] == ["--picker-capacity", "6"]
+    assert "--pick" not in front_command(parse(), "http://r", urls, 3999)
 
 
 def test_free_ports_on_request():

@@ -13,8 +13,14 @@ Pure Python, no tensors: the picker is tested on fabricated reports.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+
+# what "recent" means, on both sides: the last RECENT_FINISHED finished requests of each
+# class, of those finished in the last RECENT_S seconds (older ones describe a load gone)
+RECENT_FINISHED = 32
+RECENT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +91,23 @@ class Ask:
     slo_class: str | None
     tpot_slo_ms: float | None  # None: best effort
     ttft_slo_ms: float | None = None  # None: no TTFT SLO known at the door
+
+
+def recent(finished: Iterable[tuple[str, float | None, float | None]]) -> tuple[Recent, ...]:
+    """Each class's ``Recent`` from its finished requests, each (class, TPOT ms, TTFT ms),
+    oldest first; the last RECENT_FINISHED of a class count (the caller drops those older
+    than RECENT_S)."""
+    by: dict[str, list[tuple[float | None, float | None]]] = {}
+    for cls, tpot, ttft in finished:
+        by.setdefault(cls, []).append((tpot, ttft))
+    out = []
+    for cls, rows in by.items():
+        rows = rows[-RECENT_FINISHED:]
+        tpots = [t for t, _ in rows if t is not None]
+        ttfts = [t for _, t in rows if t is not None]
+        out.append(Recent(cls, len(rows), statistics.median(tpots) if tpots else None,
+                          statistics.median(ttfts) if ttfts else None))
+    return tuple(out)
 
 
 def from_json(doc: Mapping, read_at: float) -> ReplicaReport:
