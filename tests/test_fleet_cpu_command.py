@@ -4,6 +4,7 @@ tested end to end in tests/sglang_tier/test_fleet_cpu.py."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 from adaserve.cli import build_parser, main
@@ -62,19 +63,31 @@ def test_free_ports_on_request():
     assert len(set(ports)) == 2 and all(p > 0 for p in ports)
 
 
-def test_without_a_baseline_it_names_the_flag_before_starting_anything(capsys, monkeypatch):
-    from adaserve.sglang.cpu.fleet import baseline_missing
+def test_without_a_baseline_it_takes_the_saved_one_and_says_so(capsys, monkeypatch, tmp_path):
+    """Run bare, the replicas need a baseline (their default classes are multiples of it;
+    the picker weighs in it): the fleet takes the one saved for the model and threads and
+    says so in one line (measuring one, when none is saved, needs SGLang: the SGLang
+    tier's fleets give theirs)."""
+    from adaserve.sglang.cpu import baseline
+    from adaserve.sglang.cpu.fleet import needs_baseline, with_baseline
 
     for name in ("ADASERVE_BASELINE_MS", "ADASERVE_SLO_CLASSES"):
         monkeypatch.delenv(name, raising=False)
-    assert main(["sglang", "fleet-cpu", "--replicas", "2"]) == 2
-    err = capsys.readouterr().err
-    assert "-- --baseline-ms 80" in err and "--slo-classes urgent=60" in err
-    assert baseline_missing(parse("--", "--baseline-ms", "80")) is None
-    assert baseline_missing(parse("--", "--slo-classes", "urgent=60,best-effort")) is None
-    assert baseline_missing(parse("--", "--slo-classes", "urgent=x1")) is not None
+    assert needs_baseline(parse())
+    assert not needs_baseline(parse("--", "--baseline-ms", "80"))
+    assert not needs_baseline(parse("--", "--slo-classes", "urgent=60,best-effort"))
+    assert needs_baseline(parse("--", "--slo-classes", "urgent=x1"))
+    assert needs_baseline(parse("--policy", "picker", "--", "--slo-classes", "urgent=60"))
+    monkeypatch.setenv("ADASERVE_CACHE_DIR", str(tmp_path))
+    baseline.save(baseline.saved_path(), "default threads=1", 81.25)
+    args = parse("--replicas", "2", "--", "--budget", "6")
+    with_baseline(args, {"OMP_NUM_THREADS": "1"}, tmp_path)
+    assert args.replica_args == ["--budget", "6", "--baseline-ms", "81.250"]
+    line = json.loads(capsys.readouterr().out.strip())
+    assert line == {"fleet": "baseline", "ms": 81.25, "from": str(tmp_path / baseline.FILE)}
+    assert not needs_baseline(args)
     monkeypatch.setenv("ADASERVE_BASELINE_MS", "80")
-    assert baseline_missing(parse()) is None
+    assert not needs_baseline(parse())
 
 
 def test_without_sglang_it_says_where_to_run_it(capsys):

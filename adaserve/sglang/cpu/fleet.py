@@ -168,9 +168,6 @@ def check(args: argparse.Namespace) -> str | None:
     """Why the fleet cannot start here, or None."""
     if args.replicas < 1:
         return f"--replicas must be >= 1, got {args.replicas}"
-    why = baseline_missing(args)
-    if why is not None:
-        return why
     for mod, what in (("sglang", "sglang"), ("sglang_router", "sglang-router")):
         if importlib.util.find_spec(mod) is None:
             return (f"{what} is not installed in this Python ({sys.executable}); run it from "
@@ -178,27 +175,42 @@ def check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def baseline_missing(args: argparse.Namespace) -> str | None:
-    """Why the replicas would refuse to start for want of a baseline, naming the flags that
-    fix it, or None. The default classes are multiples of the target's plain decode step,
-    which a replica does not measure; without this each replica died at start-up naming
-    only environment variables."""
+def needs_baseline(args: argparse.Namespace) -> bool:
+    """Do the replicas need a baseline they were not given? Their default classes are
+    multiples of the target's plain decode step, which a replica does not measure, and
+    the picker weighs requests in baseline steps. Without one each replica died at
+    start-up naming only environment variables; now the fleet finds one (baseline.py)."""
     from adaserve.server.slo_classes import DEFAULT_CLASSES, parse_classes
 
     extra = list(args.replica_args or [])
     flags = dict(zip(extra, extra[1:]))
     if "--baseline-ms" in flags or os.environ.get("ADASERVE_BASELINE_MS"):
-        return None
+        return False
     spec = flags.get("--slo-classes") or os.environ.get("ADASERVE_SLO_CLASSES", DEFAULT_CLASSES)
     try:
         parse_classes(spec, None)
     except ValueError:
-        return ("the replicas' SLO classes are multiples of the baseline latency, and no "
-                "baseline was given: add one after the dashes, e.g. `adaserve sglang "
-                "fleet-cpu --replicas 2 -- --baseline-ms 80` (SGLang's plain decode step on "
-                "this machine: docs/sglang-cpu.md), or give the classes in ms, "
-                "`-- --slo-classes urgent=60,relaxed=400,best-effort`")
-    return None
+        return True
+    return args.policy == PICKER
+
+
+def with_baseline(args: argparse.Namespace, env: dict[str, str], logdir: Path) -> None:
+    """Add ``--baseline-ms`` to the replicas' flags: the one saved for this model and
+    thread count, else measured now and saved (baseline.py); says which in one line."""
+    from adaserve.sglang.cpu import baseline
+
+    extra = [a for a in (args.replica_args or []) if a != "--"]
+    path, k = baseline.saved_path(), baseline.key(extra, int(env["OMP_NUM_THREADS"]))
+    ms, source = baseline.saved(path, k), str(path)
+    if ms is None:
+        print(json.dumps({"fleet": "measuring baseline", "how": "serve-cpu --algorithm "
+                          "none, once; saved for the next start", "log": str(
+                              logdir / "baseline.log")}), flush=True)
+        ms, source = baseline.measure(extra, env, logdir / "baseline.log",
+                                      args.startup_timeout), "measured"
+        baseline.save(path, k, ms)
+    print(json.dumps({"fleet": "baseline", "ms": round(ms, 3), "from": source}), flush=True)
+    args.replica_args = [*extra, "--baseline-ms", f"{ms:.3f}"]
 
 
 def _start(role: str, index: int, argv: list[str], url: str, log: Path,
@@ -257,6 +269,8 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({"fleet": "starting", "replicas": args.replicas,
                           "threads_per_replica": int(env["OMP_NUM_THREADS"]),
                           "logs": str(logdir)}), flush=True)
+        if needs_baseline(args):
+            with_baseline(args, env, logdir)
         for i, (port, url) in enumerate(zip(ports, urls)):
             parts.append(_start("replica", i, replica_command(args, port), url,
                                 logdir / f"replica{i}.log", env))
