@@ -73,7 +73,15 @@ def router_sha(spec: str) -> str:
     """The same for a router spec (``class-affinity:32``) of adaserve/sim/routers.py."""
     from adaserve.sim.routers import make_router
 
-    return _variant_sha(VARIANTS["routers.py"], type(make_router(spec, 2)))
+    cls = type(make_router(spec, 2))
+    sha = _variant_sha(VARIANTS["routers.py"], cls)
+    if not getattr(cls, "reads_reports", False):
+        return sha
+    # the shared picker (issue 39) runs adaserve/picker/ too, which no other router does
+    h = hashlib.sha256(sha.encode())
+    for p in sorted((ROOT / "adaserve" / "picker").glob("*.py")):
+        h.update(runnable(p.read_text()))
+    return h.hexdigest()
 
 
 def _variant_sha(rel: str, cls: type) -> str:
