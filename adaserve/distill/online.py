@@ -204,17 +204,10 @@ class OnlineTrainer:
 
 def _worker(conn) -> None:
     """The trainer process: low priority, few threads, one update per job."""
-    from safetensors import safe_open
-
     cfg, draft_dir, target_dir = conn.recv()
     os.nice(cfg.nice)
     torch.set_num_threads(cfg.threads)
-    embed = None
-    for f in sorted(Path(target_dir).glob("*.safetensors")):
-        with safe_open(str(f), "pt") as sf:
-            if _EMBED in sf.keys():
-                embed = sf.get_tensor(_EMBED).float()
-    trainer = OnlineTrainer(cfg, student_from_draft(Path(draft_dir), embed))
+    trainer = OnlineTrainer(cfg, student_from_draft(Path(draft_dir), _load_embed(target_dir)))
     while True:
         msg = conn.recv()
         if msg[0] == "stop":
@@ -230,6 +223,60 @@ def _worker(conn) -> None:
         conn.send((report, None if state is None else {k: v.numpy() for k, v in state.items()}))
 
 
+def _load_embed(target_dir: Path) -> torch.Tensor:
+    from safetensors import safe_open
+
+    for f in sorted(Path(target_dir).glob("*.safetensors")):
+        with safe_open(str(f), "pt") as sf:
+            if _EMBED in sf.keys():
+                return sf.get_tensor(_EMBED).float()
+    raise FileNotFoundError(f"{target_dir} has no {_EMBED}")
+
+
+def _draft_dir(engine_cfg) -> Path:
+    from adaserve.engine.full_vocab import resolve_draft
+
+    path = resolve_draft(engine_cfg.draft)
+    if not (load_config(path).get("adaserve_draft") or {}).get("shared_embeddings"):
+        raise ValueError(f"online_draft trains drafts made by `adaserve distill-draft`; "
+                         f"{engine_cfg.draft!r} is not one")
+    return path
+
+
+class InlineTrainer:
+    """An `OnlineTrainer` run where a job is submitted, on the caller's thread: no process,
+    no throttle. For experiments that measure acceptance step by step, and tests."""
+
+    def __init__(self, trainer: OnlineTrainer, draft_cfg: ModelConfig, embed: torch.Tensor,
+                 skinny: bool) -> None:
+        self.trainer = trainer
+        self.draft_cfg, self.embed, self.skinny = draft_cfg, embed, skinny
+        self.done = None
+
+    @classmethod
+    def for_models(cls, cfg: OnlineDraftConfig, engine_cfg, models) -> InlineTrainer:
+        d = models.draft
+        student = student_from_draft(_draft_dir(engine_cfg), d.embed.float())
+        return cls(OnlineTrainer(cfg, student), d.cfg, d.embed, d.skinny)
+
+    def submit(self, fresh: list[ServedRecord], held: list[ServedRecord]) -> None:
+        self.done = self.trainer.update(fresh, held)
+
+    def result(self, block: bool = False) -> tuple[UpdateReport, Llama | None] | None:
+        got, self.done = self.done, None
+        if got is None:
+            return None
+        report, state = got
+        return report, None if state is None else to_llama(state, self.draft_cfg, self.embed,
+                                                            self.skinny)
+
+    def pause(self, on: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class TrainerClient:
     """The engine's handle on the trainer process."""
 
@@ -241,13 +288,7 @@ class TrainerClient:
 
     @classmethod
     def start(cls, cfg: OnlineDraftConfig, engine_cfg, models) -> TrainerClient:
-        from adaserve.engine.full_vocab import resolve_draft
-
-        draft_dir = resolve_draft(engine_cfg.draft)
-        hf = load_config(draft_dir)
-        if not (hf.get("adaserve_draft") or {}).get("shared_embeddings"):
-            raise ValueError(f"online_draft trains drafts made by `adaserve distill-draft`; "
-                             f"{engine_cfg.draft!r} is not one")
+        draft_dir = _draft_dir(engine_cfg)
         # a fresh interpreter (not fork: the engine's OpenMP threads are running; not
         # multiprocessing's spawn, which re-runs the caller's __main__), on a socket pair
         ours, theirs = socket.socketpair()
