@@ -30,7 +30,7 @@ from adaserve.distill.student import Student
 from adaserve.distill.train import head_index, kl_loss
 from adaserve.engine.model import Llama, ModelConfig
 from adaserve.engine.online_config import OnlineDraftConfig
-from adaserve.engine.online_draft import ServedRecord, UpdateReport
+from adaserve.engine.online_records import ServedRecord, UpdateReport
 from adaserve.engine.weights import TOKEN_IDS_KEY, load_config, load_state
 
 _EMBED = "model.embed_tokens.weight"

@@ -15,7 +15,8 @@ from adaserve.engine.batch import chunk_batch
 from adaserve.engine.core import EngineCore
 from adaserve.engine.loader import load_models
 from adaserve.engine.online_config import OnlineDraftConfig
-from adaserve.engine.online_draft import DisagreementBuffer, OnlineDraft, ServedRecord
+from adaserve.engine.online_draft import DisagreementBuffer, OnlineDraft
+from adaserve.engine.online_records import ServedRecord
 from adaserve.engine.request import Request
 
 from engine_helpers import PROMPTS, make_core, run_workload
