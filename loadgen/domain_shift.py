@@ -101,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
         tr.replay, tr.seen, tr.updates = st["replay"], st["seen"], st["updates"]
         tr.rng.setstate(st["rng"])
         online.buffer.held.extend(st["held"])
+        for rec in st["sealed"]:  # finished, not yet trained on
+            online.buffer.sealed.append(rec)
+            online.buffer.positions += len(rec.positions)
         online.buffer.served, online.reports = st["served"], st["reports"]
         online.version, online.since = st["version"], st["since"]
         rows, runs = st["rows"], st["runs"]
@@ -150,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     torch.save({"settings": _settings(args), "student": tr.student.state_dict(),
                 "opt": tr.opt.state_dict(), "replay": tr.replay, "seen": tr.seen,
                 "updates": tr.updates, "rng": tr.rng.getstate(), "held": list(online.buffer.held),
+                "sealed": list(online.buffer.sealed),
                 "served": online.buffer.served, "reports": online.reports,
                 "version": online.version, "since": online.since, "rows": rows, "runs": runs},
                state_path)

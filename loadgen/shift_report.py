@@ -69,7 +69,7 @@ def write_page(out: Path, s: dict) -> None:
         "rolled back; held-back agreement before -> after each: "
         + ", ".join(f"{r['agreement_before']:.3f}->{r['agreement_after']:.3f}"
                     for r in s["reports"]) + ".",
-        f"Training time per update (inline, 2 threads): median "
+        f"Training time per update (inline, 2 threads): mean "
         f"{_mean([r['train_seconds'] for r in s['reports']]):.1f} s.",
         f"Replay check: on {len(checked)} requests served by one draft, the replayed "
         f"tokens/step differ from the served ones by {replay_err:.4f} on average.",
