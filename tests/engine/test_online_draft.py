@@ -173,3 +173,29 @@ def test_greedy_output_is_incremental_across_swaps(pair, tokenizer):
         step += 1
     assert online.version >= 2  # swaps happened, with requests in flight
     assert got == want
+
+
+@pytest.mark.slow
+def test_trainer_process_updates_pauses_and_stops(pair):
+    """The trainer as `adaserve serve --online-draft` runs it: its own process, niced;
+    a job comes back as a report and, when accepted, an engine draft of the same shape."""
+    import os
+
+    from adaserve.distill.online import TrainerClient
+
+    ecfg, models = pair
+    cfg = OnlineDraftConfig(steps=1, tokens_per_step=256, min_gain=-1.0)
+    client = TrainerClient.start(cfg, ecfg, models)
+    try:
+        client.pause(True)  # stopped: nothing comes back
+        client.submit(_records(models, CODE), _records(models, [" ".join(PROMPTS[:4])]))
+        assert client.result() is None
+        client.pause(False)
+        report, draft = client.result(block=True)
+        assert report.swapped and report.steps == 1
+        assert draft.n_layers == models.draft.n_layers
+        assert draft.lm_head.shape == models.draft.lm_head.shape
+        assert os.getpriority(os.PRIO_PROCESS, client.proc.pid) == cfg.nice
+    finally:
+        client.close()
+    assert client.proc.returncode == 0
