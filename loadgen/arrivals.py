@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from adaserve.loadgen import paper_trace
-from adaserve.loadgen.workload import ClassMix, PromptSpec, prompt_set, sized_prompt
+from adaserve.loadgen.workload import (ORDERED_SETS, ClassMix, PromptSpec, prompt_set,
+                                       sized_prompt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,9 @@ def build_plan(opts, baseline_ms: float | None = None) -> list[Arrival]:
     else:
         cv = 1.0 if opts.arrival == "poisson" else opts.cv
         times = gamma_times(opts.rate, cv, opts.requests, opts.seed)
-    prompts = prompt_set(opts.prompts, max(1, min(len(times), 512)), opts.seed)
+    # a stream (ORDERED_SETS) has a prompt per request; the others cycle through 512 at most
+    n = len(times) if opts.prompts in ORDERED_SETS else min(len(times), 512)
+    prompts = prompt_set(opts.prompts, max(1, n), opts.seed)
     if opts.max_tokens > 0:
         gen_tokens = [opts.max_tokens] * len(times)
     return schedule(times, mix, prompts, opts.seed, gen_tokens, opts.mix_draw)

@@ -35,7 +35,7 @@ from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
 from adaserve.scheduler import split_specs
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
-EXPERIMENTS = ("rate", "urgent", "slo-scale")
+EXPERIMENTS = ("rate", "urgent", "slo-scale", "domain-shift")
 
 DESCRIPTION = """\
 Compare scheduling policies under the same load: for each policy, start `adaserve serve`,
@@ -49,6 +49,9 @@ experiments:
   urgent     attainment against the urgent share (--urgent) at --rate
   slo-scale  attainment against the urgent SLO as a multiple of the baseline latency
              (--scales) at --rate
+  domain-shift  accepted tokens per step with online draft adaptation on vs off, over
+             the domain-shift stream (--requests of it, in --batch batches, no server;
+             resumable: it stops after --piece-minutes, the same command continues)
 
 With --trace FILE (a paper trace), the requests are its first --requests rows, their
 prompt and output lengths and SLOs, the gaps scaled to each --rates rate; the servers get a
@@ -123,6 +126,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["serve", "sim"], default="serve",
                    help="serve: an `adaserve serve` per policy, loaded by `adaserve loadgen`; "
                         "sim: the simulator, no server (it follows --serve-args' engine flags)")
+    shift = p.add_argument_group("--experiment domain-shift")
+    shift.add_argument("--batch", type=int, default=16, help="requests served together")
+    shift.add_argument("--interval", type=int, default=32,
+                       help="served requests between online draft updates")
+    shift.add_argument("--piece-minutes", type=float, default=10.0,
+                       help="stop (resumably) after this many minutes")
+    shift.add_argument("--own-sample", type=int, default=64,
+                       help="own-domain requests the forgetting check replays")
+    shift.add_argument("--parity-sample", type=int, default=16,
+                       help="requests served by adapted drafts generated again incrementally")
     sim = p.add_argument_group("--backend sim")
     sim.add_argument("--hardware", default="cpu-smollm2-135m",
                      help="hardware model: a shipped one or a JSON file (docs/sim-models.md)")
@@ -179,6 +192,11 @@ def _fresh(path: Path) -> Path:
 def main(args: argparse.Namespace) -> int:
     from adaserve.loadgen.report import write_report
 
+    if args.experiment == "domain-shift":  # no server, no sweep: its own runner
+        from adaserve.loadgen import domain_shift
+
+        args.max_tokens = args.max_tokens or 32
+        return domain_shift.main(args)
     out = args.out or Path("results") / args.experiment
     if args.rewrite_page:
         try:

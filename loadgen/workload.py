@@ -14,9 +14,16 @@ import random
 from dataclasses import dataclass
 
 from adaserve.distill.prompts import TOPICS, phase1
+from adaserve.loadgen import corpus
 
 DEFAULT_MIX = "urgent=0.6,moderate=0.2,relaxed=0.2"
-PROMPT_SETS = ("short", "long", "mixed")
+PROMPT_SETS = ("short", "long", "mixed", "longctx", "shift")
+# sets whose order is the workload (a stream that changes over the run): every request
+# gets its own prompt, none is reused
+ORDERED_SETS = ("shift",)
+# the domain-shift stream: the code share ramps 0 -> 1 between these fractions of the run
+SHIFT_RAMP = (0.2, 0.6)
+LONGCTX_TOKENS = (2048, 8192)  # document sizes of the longctx set
 # how requests get their classes (ClassMix.assign), and how result pages say it
 MIX_DRAWS = {"exact": "exact class counts (share x requests, largest remainder), shuffled by "
                       "the seed",
@@ -157,9 +164,14 @@ def article(topic: str, rng: random.Random, words: tuple[int, int] = (250, 450))
 
 def prompt_set(kind: str, n: int, seed: int = 0, short_tokens: int = 64,
                long_tokens: int = 96) -> list[PromptSpec]:
-    """n prompts of one set: "short", "long" or "mixed" (alternating, half each)."""
+    """n prompts of one set: "short", "long", "mixed" (alternating, half each),
+    "longctx" (long_context_set) or "shift" (domain_shift_set)."""
     if kind not in PROMPT_SETS:
         raise ValueError(f"prompt set must be one of {PROMPT_SETS}, got {kind!r}")
+    if kind == "longctx":
+        return long_context_set(n, seed, long_tokens)
+    if kind == "shift":
+        return domain_shift_set(n, seed, short_tokens)
     rng = random.Random(seed)
     if kind == "mixed":
         a = prompt_set("short", (n + 1) // 2, seed, short_tokens, long_tokens)
@@ -192,3 +204,41 @@ def sized_prompt(tokens: int, max_tokens: int, seed: int = 0) -> PromptSpec:
     while len(text) < words:
         text += article(rng.choice(TOPICS), rng).split()
     return PromptSpec("sized", (("user", " ".join(text[:words])),), max_tokens)
+
+
+def long_context_set(n: int, seed: int = 0, max_tokens: int = 96,
+                     tokens: tuple[int, int] = LONGCTX_TOKENS) -> list[PromptSpec]:
+    """n long-context prompts: a document of ``tokens`` tokens (drawn uniformly; Python
+    standard-library source, loadgen/corpus.py) and a question about it."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        _, doc = corpus.document(rng, rng.randint(*tokens))
+        q = corpus.question(rng, doc)
+        out.append(PromptSpec("longctx", (("user", f"```python\n{doc}\n```\n\n{q}"),),
+                              max_tokens))
+    return out
+
+
+def code_share(i: int, n: int, ramp: tuple[float, float] = SHIFT_RAMP) -> float:
+    """The probability that request i of n is code: 0 before ramp[0] x n, 1 after
+    ramp[1] x n, linear between."""
+    a, b = ramp
+    x = i / max(1, n - 1)
+    return min(1.0, max(0.0, (x - a) / (b - a)))
+
+
+def domain_shift_set(n: int, seed: int = 0, max_tokens: int = 64,
+                     ramp: tuple[float, float] = SHIFT_RAMP) -> list[PromptSpec]:
+    """A stream of n prompts, in order, moving from the draft's own domain (the "short"
+    set: the distillation's prompt generators) to Python code continuation (standard
+    library snippets): request i is code with probability code_share(i, n)."""
+    rng = random.Random(seed)
+    own = iter(prompt_set("short", n, seed, max_tokens))
+    out = []
+    for i in range(n):
+        if rng.random() < code_share(i, n, ramp):
+            out.append(PromptSpec("code", (("user", corpus.code_prompt(rng)),), max_tokens))
+        else:
+            out.append(next(own))
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adaserve.engine.online_config import OnlineDraftConfig
 from adaserve.engine.weights import DEFAULT_DRAFT, DEFAULT_MODEL
 from adaserve.scheduler import AdaServeRules, policy_options
 
@@ -69,6 +70,8 @@ class EngineConfig:
     fast_kernels: bool = True
     default_slo_ms: float | None = None  # TPOT SLO for requests that bring none
     stop_token_ids: tuple[int, ...] = field(default_factory=tuple)  # beyond the tokenizer's EOS
+    # distil the draft again from served traffic and swap it in (online_draft.py); None: off
+    online_draft: OnlineDraftConfig | None = None
 
     def __post_init__(self) -> None:
         policy_options(self.policy)  # ValueError naming the choices for a bad spec
@@ -100,6 +103,8 @@ class EngineConfig:
             n = self.draft.split(":", 1)[1]
             if not n.isdigit() or int(n) < 1:
                 raise ValueError(f"draft 'layers:N' needs N >= 1, got {self.draft!r}")
+        if self.online_draft is not None and self.draft is None:
+            raise ValueError("online_draft adapts a draft: give a speculative policy a draft")
         if self.default_slo_ms is not None and not self.default_slo_ms > 0:
             raise ValueError(f"default_slo_ms must be > 0, got {self.default_slo_ms!r}")
 

@@ -69,6 +69,13 @@ class Engine:
         self.models = models or load_models(self.config)
         self.profile = profile if profile is not None else load_profile(self.config)
         self.core = EngineCore(self.config, self.models, self.profile)
+        # online draft adaptation (online_draft.py): buffers on verify, swaps between steps
+        self.online = None
+        if self.config.online_draft is not None:
+            from adaserve.engine.online_draft import OnlineDraft
+
+            self.online = OnlineDraft.start(self.config.online_draft, self.config, self.models,
+                                            self.core.executor)
         self.tokenizer = self.models.tokenizer
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -183,6 +190,8 @@ class Engine:
             for op in inbox:
                 self._apply(op)
             if not self.core.has_work:
+                if self.online is not None:  # idle: a finished update still gets swapped in
+                    self.online.after_step((), 0, self.core.slots)
                 self._wake.wait(0.5)
                 self._wake.clear()
                 continue
@@ -191,8 +200,12 @@ class Engine:
             except Exception as e:  # a bug must not take the server down: fail this batch
                 log.exception("engine iteration failed")
                 outputs = self.core.fail_all(f"{type(e).__name__}: {e}")
+            if self.online is not None:
+                self.online.after_step(outputs, len(self.core.waiting), self.core.slots)
             for out in outputs:
                 self._deliver(out)
+        if self.online is not None:
+            self.online.close()
         for out in self.core.fail_all("engine closed"):
             self._deliver(out)
 

@@ -49,6 +49,9 @@ class VerifyResult:
     accepted: list[np.ndarray]  # per request: tree indices of accepted non-root nodes, by depth
     new_tokens: list[list[int]]  # per request: accepted tokens, then the bonus token
     verified: np.ndarray  # [n] int64 tokens each request put through the target
+    # [n, V] the target's logits at each request's bonus position (its deepest accepted
+    # node), when the caller asked for them (online draft adaptation); else None
+    bonus_logits: Any = None
 
 
 class Executor(ABC):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -13,9 +14,13 @@ from adaserve.engine.draft import DraftTrees, draft_trees
 from adaserve.engine.executor import Drafted, Executor, PrefillChunk, VerifyResult
 from adaserve.engine.kv_cache import KVCache
 from adaserve.engine.loader import Models
+from adaserve.engine.model import Llama
 from adaserve.engine.request import Request
 from adaserve.engine.verify import verify
 from adaserve.scheduler import CandidateBatch, SpecPlan
+
+# requests re-prefilled per draft forward when a new draft is swapped in
+_REFILL_ROWS = 8
 
 
 class TorchExecutor(Executor):
@@ -54,6 +59,9 @@ class TorchExecutor(Executor):
         self.vocab = tcfg.vocab
         self.eos_ids = models.eos_ids
         self.tokenizer = models.tokenizer
+        # called with (reqs, candidates, mask, result) after every verify: online draft
+        # adaptation's buffer (online_draft.py); the result then carries the bonus logits
+        self.tap: Callable[..., None] | None = None
 
     def open_slot(self, slot: int) -> None:
         self.draft_len[slot] = 0
@@ -77,7 +85,26 @@ class TorchExecutor(Executor):
 
     def verify(self, reqs: Sequence[Request], candidates: CandidateBatch, mask: np.ndarray,
                drafted: Drafted | None) -> VerifyResult:
-        return verify(self.models.target, self.kv, list(reqs), candidates, mask)
+        res = verify(self.models.target, self.kv, list(reqs), candidates, mask,
+                     keep_bonus=self.tap is not None)
+        if self.tap is not None:
+            self.tap(reqs, candidates, mask, res)
+        return res
+
+    def replace_draft(self, draft: Llama, contexts: Sequence[Sequence[int]]) -> None:
+        """Speculate with ``draft`` from the next iteration on. Called between iterations:
+        one reference changes, so no forward ever mixes the two drafts' weights. Every
+        occupied slot's draft K/V is recomputed with the new weights (``contexts[s]``: the
+        tokens of the request in slot s; the cache holds their first draft_len[s]), so no
+        request keeps speculating over the old draft's keys either."""
+        self.models = dataclasses.replace(self.models, draft=draft)
+        slots = [s for s, toks in enumerate(contexts) if self.draft_len[s] > 0]
+        for i in range(0, len(slots), _REFILL_ROWS):
+            group = slots[i: i + _REFILL_ROWS]
+            fb = chunk_batch(torch.tensor(group), torch.zeros(len(group), dtype=torch.int64),
+                             [list(contexts[s][: int(self.draft_len[s])]) for s in group],
+                             self.draft_kv.trash_col, "none")
+            draft(self.draft_kv, fb)
 
     def commit_draft(self, reqs: Sequence[Request], drafted: Drafted,
                      result: VerifyResult) -> None:

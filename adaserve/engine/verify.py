@@ -51,10 +51,11 @@ def pack(c: CandidateBatch, mask: np.ndarray) -> Packed:
 
 
 def verify(model: Llama, kv: KVCache, reqs: list[Request], c: CandidateBatch,
-           mask: np.ndarray) -> VerifyResult:
+           mask: np.ndarray, keep_bonus: bool = False) -> VerifyResult:
     """Verify the selected nodes (mask [n, N], ancestor-closed) of the requests in slots
     [0, n); moves each accepted path's K/V after the request's target_len committed columns
-    and returns the tokens to append (the caller commits: target_len += 1 + accepted)."""
+    and returns the tokens to append (the caller commits: target_len += 1 + accepted).
+    ``keep_bonus``: also return the logits rows the bonus tokens were chosen from."""
     n = len(reqs)
     p = pack(c, mask)
     base = torch.tensor([r.target_len for r in reqs], dtype=torch.int64)  # root's column
@@ -87,7 +88,12 @@ def verify(model: Llama, kv: KVCache, reqs: list[Request], c: CandidateBatch,
             src.append(r.target_len + moved)
             dst.append(r.target_len + p.depth[i, moved])
     kv.move_columns(slots, src, dst)
-    return VerifyResult(out_nodes, out_tokens, p.valid.sum(1))
+    bonus = None
+    if keep_bonus:  # logits rows are request-major over the valid nodes, packed left
+        first = np.concatenate([[0], np.cumsum(p.valid.sum(1))[:-1]])
+        last = np.array([np.flatnonzero(accepted[i])[-1] for i in range(n)], np.int64)
+        bonus = logits[torch.from_numpy(first + last)]  # [n, V]
+    return VerifyResult(out_nodes, out_tokens, p.valid.sum(1), bonus)
 
 
 def _row_params(reqs: list[Request], p: Packed) -> RowParams:

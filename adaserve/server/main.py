@@ -13,6 +13,7 @@ from pathlib import Path
 from adaserve.engine import Engine, EngineConfig
 from adaserve.engine.config import names_a_draft
 from adaserve.engine.loader import load_models
+from adaserve.engine.online_config import OnlineDraftConfig
 from adaserve.engine.engine import load_profile
 from adaserve.server.app import ServerSettings, create_app
 from adaserve.server.errors import PARSER_HEADER_BYTES
@@ -40,7 +41,9 @@ def build(args: argparse.Namespace) -> Built:
                        cost_aware_depth=not args.eq8_depth, kv_cache_mb=args.kv_cache_mb,
                        max_batch=args.max_batch, max_context=args.max_context,
                        max_waiting=args.max_waiting, prefill_mode=args.prefill_mode,
-                       profile=args.profile, device=args.device)
+                       profile=args.profile, device=args.device,
+                       online_draft=(OnlineDraftConfig(interval=args.online_draft_interval)
+                                     if args.online_draft else None))
     models = load_models(cfg)
     profile = load_profile(cfg)
     if profile is None or not profile.budget_trusted:

@@ -53,6 +53,13 @@ class ServerMetrics:
         self.width = Gauge("adaserve_spec_width", "draft width w, last iteration", registry=r)
         self.running = Gauge("adaserve_running_requests", "requests decoding", registry=r)
         self.waiting = Gauge("adaserve_waiting_requests", "requests queued", registry=r)
+        self.online = {k: Gauge(f"adaserve_online_draft_{k}", doc, registry=r) for k, doc in (
+            ("updates", "online draft updates swapped in"),
+            ("rollbacks", "online draft updates rolled back (held-back agreement fell)"),
+            ("agreement_before", "held-back greedy agreement of the served draft, last update"),
+            ("agreement_after", "held-back greedy agreement of the updated draft, last update"),
+            ("buffer_positions", "target distributions buffered for the next update"),
+            ("training", "1 while an update is being trained"))}
         self._lock = threading.Lock()
         self.finished: collections.deque[Finished] = collections.deque(maxlen=4096)
         self.iterations: collections.deque[tuple[float, IterationStats]] = collections.deque(
@@ -81,6 +88,13 @@ class ServerMetrics:
         with self._lock:
             self.finished.append(f)
         return f
+
+    def on_online_draft(self, state: dict) -> None:
+        """The online draft's state (OnlineDraft.state()), read when /metrics is scraped."""
+        for k, g in self.online.items():
+            v = state.get(k)
+            if v is not None:
+                g.set(float(v))
 
     # ---- readers ------------------------------------------------------------------------
 

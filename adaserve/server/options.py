@@ -52,6 +52,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iteration-log", type=Path, default=None, metavar="FILE",
                    help="append one JSON line per decoding iteration (tokens, depth, width, "
                         "seconds) to FILE: the simulator's validation reads it")
+    p.add_argument("--online-draft", action="store_true",
+                   help="distil the draft again from served traffic every "
+                        "--online-draft-interval requests, in a low-priority process, and swap "
+                        "it in when a held-back slice says it is no worse (docs/draft.md); "
+                        "state in /metrics (adaserve_online_draft_*)")
+    p.add_argument("--online-draft-interval", type=int, default=32, metavar="I",
+                   help="served requests between online draft updates (default 32)")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="larger request bodies get 413 (default 1 MiB)")

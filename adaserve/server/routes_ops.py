@@ -90,6 +90,8 @@ def _ttft_default(srv: Server) -> dict | None:
 async def prometheus(srv: ServerDep) -> Response:
     srv.metrics.running.set(srv.engine.core.n_decode)
     srv.metrics.waiting.set(len(srv.engine.core.waiting))
+    if srv.engine.online is not None:
+        srv.metrics.on_online_draft(srv.engine.online.state())
     return Response(srv.metrics.exposition(), media_type="text/plain; version=0.0.4")
 
 

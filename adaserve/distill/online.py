@@ -1,0 +1,340 @@
+"""Online draft adaptation, the trainer's side (seed 004 §4.2): distil the served draft on
+the target distributions the engine buffered where the draft disagreed, with a replay
+sample against forgetting, and keep the result only when it does not lower greedy
+agreement on a held-back slice of served requests.
+
+`OnlineTrainer` is the update itself (in any process; tests drive it directly).
+`TrainerClient` runs one in a child process at low priority, so training takes only the
+CPU the engine leaves (niceness, a thread cap, and SIGSTOP while the queue is long:
+adaserve/engine/online_draft.py decides when).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from adaserve.distill.student import Student
+from adaserve.distill.train import head_index, kl_loss
+from adaserve.engine.model import Llama, ModelConfig
+from adaserve.engine.online_config import OnlineDraftConfig
+from adaserve.engine.online_records import ServedRecord, UpdateReport
+from adaserve.engine.weights import TOKEN_IDS_KEY, load_config, load_state
+
+_EMBED = "model.embed_tokens.weight"
+
+
+def student_from_draft(draft_dir: Path, embed: torch.Tensor) -> Student:
+    """The training form of one of our drafts (adaserve distill-draft's output): its
+    layers, norm and subset head, over the target's frozen input embeddings."""
+    hf = load_config(draft_dir)
+    if not (hf.get("adaserve_draft") or {}).get("shared_embeddings"):
+        raise ValueError(f"online draft adaptation trains drafts made by `adaserve "
+                         f"distill-draft`; {draft_dir} is not one")
+    dstate = load_state(draft_dir)
+    head = dstate.pop("lm_head.weight")
+    head_ids = dstate.pop(TOKEN_IDS_KEY)
+    st = Student(ModelConfig.from_hf(hf), {**dstate, _EMBED: embed}, hf["num_hidden_layers"],
+                 head_ids)
+    with torch.no_grad():
+        st.head.copy_(head.float())
+    return st
+
+
+def to_llama(state: dict, cfg: ModelConfig, embed: torch.Tensor, skinny: bool) -> Llama:
+    """The engine's draft from exported student weights (fp32, the engine's CPU dtype)."""
+    state = {k: torch.as_tensor(v) for k, v in state.items()}
+    return Llama(cfg, {**state, _EMBED: embed}, skinny=skinny)
+
+
+def _cut(r: ServedRecord, max_len: int) -> int:
+    return max(0, len(r.tokens) - max_len)
+
+
+def _padded(records: list[ServedRecord], max_len: int) -> torch.Tensor:
+    """[B, T] each record's last max_len tokens, right-padded with 0."""
+    t = max(len(r.tokens) - _cut(r, max_len) for r in records)
+    out = torch.zeros(len(records), t, dtype=torch.int64)
+    for b, r in enumerate(records):
+        toks = r.tokens[_cut(r, max_len):]
+        out[b, : len(toks)] = torch.from_numpy(toks.astype(np.int64))
+    return out
+
+
+def collate(records: list[ServedRecord], max_len: int, hidx: torch.Tensor):
+    """tokens [B, T]; flat rows [N] predicting each buffered position; the teacher's top-k
+    as head rows [N, k] (-1 outside the head) and probabilities [N, k]."""
+    tokens = _padded(records, max_len)
+    t = tokens.shape[1]
+    pos, ids, probs = [], [], []
+    for b, r in enumerate(records):
+        c = _cut(r, max_len)
+        keep = r.positions - 1 >= c  # the predicting position survived the cut
+        pos.append(b * t + r.positions[keep] - 1 - c)
+        ids.append(r.topk_ids[keep])
+        probs.append(r.topk_probs[keep])
+    ids_t = torch.from_numpy(np.concatenate(ids).astype(np.int64))
+    return (tokens, torch.from_numpy(np.concatenate(pos)), hidx[ids_t],
+            torch.from_numpy(np.concatenate(probs).astype(np.float32)))
+
+
+@torch.no_grad()
+def agreement(student: Student, records: list[ServedRecord], max_len: int,
+              group: int = 8) -> float:
+    """Greedy agreement along served outputs: how often the draft's top token is the
+    token the request went on with (the target's greedy choice for a greedy request), over
+    every output position. The per-token acceptance of a greedy chain, measured offline."""
+    hits = total = 0
+    for g in range(0, len(records), group):
+        recs = records[g: g + group]
+        tokens = _padded(recs, max_len)
+        t = tokens.shape[1]
+        rows, want = [], []
+        for b, r in enumerate(recs):
+            c = _cut(r, max_len)
+            j = np.arange(max(r.n_prompt, c + 1), len(r.tokens))  # predicted positions
+            rows.append(b * t + j - 1 - c)
+            want.append(r.tokens[j])
+        rows_t = torch.from_numpy(np.concatenate(rows))
+        if rows_t.numel() == 0:
+            continue
+        h = student.hidden(tokens).reshape(-1, student.cfg.hidden)[rows_t]
+        pred = student.head_ids[student.logits(h).argmax(-1)]
+        hits += int((pred.numpy() == np.concatenate(want)).sum())
+        total += rows_t.numel()
+    return hits / total if total else math.nan
+
+
+class OnlineTrainer:
+    """Seed 004 Algorithm 1 line 20, with a replay reservoir and a held-back check."""
+
+    def __init__(self, cfg: OnlineDraftConfig, student: Student) -> None:
+        self.cfg, self.student = cfg, student
+        self.hidx = head_index(student.head_ids, student.embed.shape[0])
+        self.params = [p for p in student.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=0.0,
+                                     betas=(0.9, 0.98))
+        self.replay: list[ServedRecord] = []
+        self.seen = 0  # training requests offered to the reservoir
+        self.rng = random.Random(cfg.seed)
+        self.updates = 0
+
+    def update(self, fresh: list[ServedRecord],
+               held: list[ServedRecord]) -> tuple[UpdateReport, dict | None]:
+        """Train on ``fresh`` plus a replay sample; the exported weights when held-back
+        agreement did not fall (by min_gain), else None with the weights rolled back."""
+        t0 = time.perf_counter()
+        cfg = self.cfg
+        before = agreement(self.student, held, cfg.max_len)
+        saved = (copy.deepcopy(self.student.state_dict()), copy.deepcopy(self.opt.state_dict()))
+        n_replay = min(len(self.replay), round(len(fresh) * cfg.replay_share
+                                               / (1 - cfg.replay_share)))
+        data = fresh + self.rng.sample(self.replay, n_replay)
+        losses = []
+        for batch in self._batches(data):
+            loss, _ = kl_loss(self.student, *collate([data[i] for i in batch], cfg.max_len,
+                                                     self.hidx))
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+            self.opt.step()
+            losses.append(loss.item())
+        after = agreement(self.student, held, cfg.max_len)
+        ok = math.isfinite(after) and after >= before + cfg.min_gain \
+            and all(map(math.isfinite, losses))
+        if not ok:  # roll back: the served draft stays, and so does what trains it
+            self.student.load_state_dict(saved[0])
+            self.opt.load_state_dict(saved[1])
+        self._remember(fresh)
+        self.updates += 1
+        report = UpdateReport(ok, before, after, len(losses),
+                              float(np.mean(losses)) if losses else math.nan,
+                              time.perf_counter() - t0, len(fresh))
+        state = None
+        if ok:
+            state = {k: v for k, v in self.student.export_state(torch.float32).items()
+                     if k != TOKEN_IDS_KEY}
+        return report, state
+
+    def _batches(self, data: list[ServedRecord]) -> list[list[int]]:
+        """``steps`` batches of at most tokens_per_step padded tokens, similar lengths
+        together, visited in a seeded order (cycled when the data is small)."""
+        cfg = self.cfg
+        order = sorted(range(len(data)), key=lambda i: min(len(data[i].tokens), cfg.max_len))
+        groups, cur = [], []
+        for i in order:
+            w = min(len(data[i].tokens), cfg.max_len)
+            if cur and w * (len(cur) + 1) > cfg.tokens_per_step:
+                groups.append(cur)
+                cur = []
+            cur.append(i)
+        if cur:
+            groups.append(cur)
+        rng = random.Random(cfg.seed * 1_000_003 + self.updates)
+        out = []
+        while groups and len(out) < cfg.steps:
+            perm = groups[:]
+            rng.shuffle(perm)
+            out += perm
+        return out[: cfg.steps]
+
+    def _remember(self, fresh: list[ServedRecord]) -> None:
+        """Reservoir sampling: every training request ever offered is equally likely kept."""
+        for r in fresh:
+            self.seen += 1
+            if len(self.replay) < self.cfg.replay_requests:
+                self.replay.append(r)
+            else:
+                j = self.rng.randrange(self.seen)
+                if j < self.cfg.replay_requests:
+                    self.replay[j] = r
+
+
+def _worker(conn) -> None:
+    """The trainer process: low priority, few threads, one update per job."""
+    cfg, draft_dir, target_dir = conn.recv()
+    os.nice(cfg.nice)
+    torch.set_num_threads(cfg.threads)
+    trainer = OnlineTrainer(cfg, student_from_draft(Path(draft_dir), _load_embed(target_dir)))
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            return
+        _, fresh, held = msg
+        try:
+            report, state = trainer.update(fresh, held)
+        except Exception as e:  # a failed update is a rolled-back one
+            report = UpdateReport(False, math.nan, math.nan, 0, math.nan, 0.0, len(fresh))
+            state = None
+            print(f"online draft trainer: update failed: {type(e).__name__}: {e}",
+                  file=sys.stderr, flush=True)
+        conn.send((report, None if state is None else {k: v.numpy() for k, v in state.items()}))
+
+
+def _load_embed(target_dir: Path) -> torch.Tensor:
+    from safetensors import safe_open
+
+    for f in sorted(Path(target_dir).glob("*.safetensors")):
+        with safe_open(str(f), "pt") as sf:
+            if _EMBED in sf.keys():
+                return sf.get_tensor(_EMBED).float()
+    raise FileNotFoundError(f"{target_dir} has no {_EMBED}")
+
+
+def _draft_dir(engine_cfg) -> Path:
+    from adaserve.engine.full_vocab import resolve_draft
+
+    path = resolve_draft(engine_cfg.draft)
+    if not (load_config(path).get("adaserve_draft") or {}).get("shared_embeddings"):
+        raise ValueError(f"online_draft trains drafts made by `adaserve distill-draft`; "
+                         f"{engine_cfg.draft!r} is not one")
+    return path
+
+
+class InlineTrainer:
+    """An `OnlineTrainer` run where a job is submitted, on the caller's thread: no process,
+    no throttle. For experiments that measure acceptance step by step, and tests."""
+
+    def __init__(self, trainer: OnlineTrainer, draft_cfg: ModelConfig, embed: torch.Tensor,
+                 skinny: bool) -> None:
+        self.trainer = trainer
+        self.draft_cfg, self.embed, self.skinny = draft_cfg, embed, skinny
+        self.done = None
+
+    @classmethod
+    def for_models(cls, cfg: OnlineDraftConfig, engine_cfg, models) -> InlineTrainer:
+        d = models.draft
+        student = student_from_draft(_draft_dir(engine_cfg), d.embed.float())
+        return cls(OnlineTrainer(cfg, student), d.cfg, d.embed, d.skinny)
+
+    def submit(self, fresh: list[ServedRecord], held: list[ServedRecord]) -> None:
+        self.done = self.trainer.update(fresh, held)
+
+    def result(self, block: bool = False) -> tuple[UpdateReport, Llama | None] | None:
+        got, self.done = self.done, None
+        if got is None:
+            return None
+        report, state = got
+        return report, None if state is None else to_llama(state, self.draft_cfg, self.embed,
+                                                            self.skinny)
+
+    def pause(self, on: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class TrainerClient:
+    """The engine's handle on the trainer process."""
+
+    def __init__(self, proc, conn, draft_cfg: ModelConfig, embed: torch.Tensor,
+                 skinny: bool) -> None:
+        self.proc, self.conn = proc, conn
+        self.draft_cfg, self.embed, self.skinny = draft_cfg, embed, skinny
+        self.stopped = False
+
+    @classmethod
+    def start(cls, cfg: OnlineDraftConfig, engine_cfg, models) -> TrainerClient:
+        draft_dir = _draft_dir(engine_cfg)
+        # a fresh interpreter (not fork: the engine's OpenMP threads are running; not
+        # multiprocessing's spawn, which re-runs the caller's __main__), on a socket pair
+        ours, theirs = socket.socketpair()
+        proc = subprocess.Popen([sys.executable, "-m", "adaserve.distill.online",
+                                 str(theirs.fileno())], pass_fds=[theirs.fileno()])
+        theirs.close()  # so a dead trainer reads as EOF here, not as a wait forever
+        conn = Connection(ours.detach())
+        conn.send((cfg, str(draft_dir), str(models.path)))
+        d = models.draft
+        return cls(proc, conn, d.cfg, d.embed, d.skinny)
+
+    def submit(self, fresh: list[ServedRecord], held: list[ServedRecord]) -> None:
+        self.conn.send(("update", fresh, held))
+
+    def result(self, block: bool = False) -> tuple[UpdateReport, Llama | None] | None:
+        if not block and not self.conn.poll():
+            return None
+        try:
+            report, state = self.conn.recv()
+        except EOFError:  # the trainer died: nothing changes in serving
+            return UpdateReport(False, math.nan, math.nan, 0, math.nan, 0.0, 0), None
+        draft = None if state is None else to_llama(state, self.draft_cfg, self.embed,
+                                                    self.skinny)
+        return report, draft
+
+    def pause(self, on: bool) -> None:
+        """Stop (SIGSTOP) or resume (SIGCONT) the trainer: serving first while the queue is
+        long."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP if on else signal.SIGCONT)
+            self.stopped = on
+
+    def close(self) -> None:
+        if self.stopped:
+            self.pause(False)
+        try:
+            self.conn.send(("stop",))
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            self.proc.wait(timeout=5)
+        self.conn.close()
+
+
+if __name__ == "__main__":
+    _worker(Connection(int(sys.argv[1])))
