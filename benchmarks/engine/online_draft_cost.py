@@ -8,7 +8,7 @@ and while it trains the engine serves a batch; then, the update finished, the sa
 again. Rounds alternate the order (busy first, then idle first). Prints a table and
 writes results/online_draft_cost.md and .json.
 
-    python benchmarks/online_draft_cost.py --rounds 2
+    python -m benchmarks.engine.online_draft_cost --rounds 2
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-from _common import RESULTS, commit, machine  # noqa: E402
+from benchmarks.shared.common import RESULTS, commit, machine
 
 
 def serve(engine, prompts, max_tokens: int) -> tuple[list[float], list[float]]:
@@ -91,7 +90,7 @@ def main() -> int:
     it_idle = float(np.median([x for its, _ in idle for x in its])) * 1e3
     tp_busy = float(np.median([x for _, t in busy for x in t])) * 1e3
     tp_idle = float(np.median([x for _, t in idle for x in t])) * 1e3
-    cmd = "python benchmarks/online_draft_cost.py " + " ".join(sys.argv[1:])
+    cmd = "python -m benchmarks.engine.online_draft_cost " + " ".join(sys.argv[1:])
     rows = [("iteration ms, median", it_idle, it_busy), ("TPOT ms, median", tp_idle, tp_busy)]
     table = ["| | trainer idle | trainer training | ratio |", "|---|---|---|---|"]
     table += [f"| {name} | {a:.1f} | {b:.1f} | {b / a:.3f} |" for name, a, b in rows]
