@@ -35,7 +35,7 @@ from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
 from adaserve.scheduler import split_specs
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
-EXPERIMENTS = ("rate", "urgent", "slo-scale")
+EXPERIMENTS = ("rate", "urgent", "slo-scale", "context-grid")
 
 DESCRIPTION = """\
 Compare scheduling policies under the same load: for each policy, start `adaserve serve`,
@@ -49,6 +49,10 @@ experiments:
   urgent     attainment against the urgent share (--urgent) at --rate
   slo-scale  attainment against the urgent SLO as a multiple of the baseline latency
              (--scales) at --rate
+  context-grid
+             speculative vs incremental tokens/s on a batch x context grid (--batches,
+             --contexts, --forms: draft forms with whole or bounded draft KV), in-process
+             on the embedded engine, no server (loadgen/context_grid.py)
 
 With --trace FILE (a paper trace), the requests are its first --requests rows, their
 prompt and output lengths and SLOs, the gaps scaled to each --rates rate; the servers get a
@@ -60,7 +64,8 @@ result pages are the same.
 
 example:
   adaserve bench --experiment rate --rates 0.5,1.0,1.5 --requests 30 --repeats 2
-  adaserve bench --backend sim --experiment rate --rates 0.5,1.0,1.5 --out results/sim-rate"""
+  adaserve bench --backend sim --experiment rate --rates 0.5,1.0,1.5 --out results/sim-rate
+  adaserve bench --experiment context-grid --batches 1,8 --contexts 512,4096 --repeats 2"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -123,6 +128,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["serve", "sim"], default="serve",
                    help="serve: an `adaserve serve` per policy, loaded by `adaserve loadgen`; "
                         "sim: the simulator, no server (it follows --serve-args' engine flags)")
+    from adaserve.loadgen.context_grid_page import add_args as _grid_args
+
+    _grid_args(p)
     sim = p.add_argument_group("--backend sim")
     sim.add_argument("--hardware", default="cpu-smollm2-135m",
                      help="hardware model: a shipped one or a JSON file (docs/sim-models.md)")
@@ -179,6 +187,10 @@ def _fresh(path: Path) -> Path:
 def main(args: argparse.Namespace) -> int:
     from adaserve.loadgen.report import write_report
 
+    if args.experiment == "context-grid":
+        from adaserve.loadgen.context_grid_page import main as grid_main
+
+        return grid_main(args)
     out = args.out or Path("results") / args.experiment
     if args.rewrite_page:
         try:
