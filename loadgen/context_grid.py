@@ -44,7 +44,6 @@ from adaserve.scheduler import SchedulerConfig
 FORMS = {"incremental": (None, False), "distilled-full": (DEFAULT_DRAFT, False),
          "distilled-window": (DEFAULT_DRAFT, True), "self-window": ("target", True)}
 DISTINCT_PROMPTS = 4  # prompts per context; a batch of b cycles through them
-KEY = 64  # a prompt is recognised by its first KEY tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,20 +56,26 @@ class Donor:
     ring: KVCache  # the distilled draft through its window
 
 
+def _cache(m, cols: int) -> KVCache:
+    return KVCache(m.n_layers, 1, m.cfg.kv_heads, m.cfg.head_dim, cols, m.dtype, m.device)
+
+
 def make_donor(models: Models, prompt: list[int], window: DraftWindow, chunk: int = 512) -> Donor:
     n = len(prompt) - 1
-
-    def cache(m, cols):
-        return KVCache(m.n_layers, 1, m.cfg.kv_heads, m.cfg.head_dim, cols, m.dtype, models.device)
-
-    target, draft = cache(models.target, n + 1), cache(models.draft, n + 1)
+    target, draft = _cache(models.target, n + 1), _cache(models.draft, n + 1)
     for s in range(0, n, chunk):
         piece = [prompt[s: min(s + chunk, n)]]
         models.target(target, chunk_batch(slice(0, 1), torch.tensor([s]), piece, n, "none"))
         models.draft(draft, chunk_batch(slice(0, 1), torch.tensor([s]), piece, n, "none"))
-    ring = cache(models.draft, window.slot_len(1))
-    window.feed(models.draft, ring, slice(0, 1), torch.tensor([0]), [prompt[:n]], False)
-    return Donor(n, target, draft, ring)
+    return Donor(n, target, draft, window_donor(models, prompt[:n], window))
+
+
+def window_donor(models: Models, prefilled: list[int], window: DraftWindow) -> KVCache:
+    """The distilled draft's window after its own prefill of ``prefilled`` (the prompt
+    but its last token), fed in pieces of W."""
+    ring = _cache(models.draft, window.slot_len(1))
+    window.feed(models.draft, ring, slice(0, 1), torch.tensor([0]), [prefilled], False)
+    return ring
 
 
 class PrefilledExecutor(TorchExecutor):
@@ -86,7 +91,7 @@ class PrefilledExecutor(TorchExecutor):
 
     def prefill(self, chunks: Sequence[PrefillChunk]) -> None:
         for c in chunks:
-            d = self.donors[tuple(c.tokens[:KEY])]
+            d = self.donors[tuple(c.tokens)]
             if c.start != 0 or len(c.tokens) != d.length:
                 raise ValueError("the grid prefills each prompt whole, in one chunk")
             n, i = d.length, c.slot
@@ -177,7 +182,7 @@ def run_grid(batches: list[int], contexts: list[int], forms: list[str], repeats:
     for c in contexts:
         t0 = time.perf_counter()
         prompts = long_prompts(models.tokenizer, c - s.new, DISTINCT_PROMPTS, seed)
-        donors = {tuple(p[:KEY]): make_donor(models, p, window) for p in prompts}
+        donors = {tuple(p[:-1]): make_donor(models, p, window) for p in prompts}
         log(f"[context-grid] context {c}: {len(prompts)} prompts prefilled in "
             f"{time.perf_counter() - t0:.0f} s")
         for b in batches:

@@ -22,9 +22,9 @@ from adaserve.engine.loader import Models
 log = logging.getLogger(__name__)
 
 # kv_cache_mb="auto" takes this share of the memory available after the weights load
-# (MemAvailable on Linux, free device memory on a GPU). A half leaves room for the
-# activations of a 128-token prefill chunk at 8k context (~0.3 GB for SmolLM2) and for
-# other processes on a shared machine; a server alone on its machine can pass a number.
+# (MemAvailable on Linux, free device memory on a GPU). The other half is left to
+# activations, the server and other processes on a shared machine; a server alone on its
+# machine can pass a number instead.
 KV_MEMORY_FRACTION = 0.5
 
 

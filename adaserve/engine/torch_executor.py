@@ -10,8 +10,8 @@ import torch
 from adaserve.engine.batch import chunk_batch
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.draft import DraftTrees, draft_trees
-from adaserve.engine.executor import Drafted, Executor, PrefillChunk, VerifyResult
 from adaserve.engine.draft_window import DraftWindow
+from adaserve.engine.executor import Drafted, Executor, PrefillChunk, VerifyResult
 from adaserve.engine.kv_cache import KVCache
 from adaserve.engine.kv_pool import plan_pool
 from adaserve.engine.loader import Models

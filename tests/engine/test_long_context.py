@@ -73,6 +73,14 @@ def test_a_long_prompt_prefills_while_another_request_decodes(smollm, tokenizer)
     assert not core.slots
 
 LONG = 6000
+KW = dict(max_batch=1, max_context=8192, kv_cache_mb="auto", prefill_chunk=512)
+
+
+@pytest.fixture(scope="module")
+def long_run(tokenizer):
+    prompt = long_prompts(tokenizer, LONG, 1, seed=3)[0]
+    sched = [(0, "r", prompt, SamplingParams(max_tokens=24, ignore_eos=True))]
+    return sched, run_workload(make_core(**KW), sched)
 
 
 @pytest.mark.slow
@@ -81,12 +89,9 @@ LONG = 6000
     {"draft": DEFAULT_DRAFT, "draft_window": 256},
     {"draft": "target", "draft_window": 256},
 ], ids=["distilled-full", "distilled-window", "self-window"])
-def test_a_6k_prompt_decodes_as_incremental(tokenizer, form):
+def test_a_6k_prompt_decodes_as_incremental(long_run, form):
     """Greedy at 6,000 prompt tokens: each draft form emits incremental's tokens."""
-    prompt = long_prompts(tokenizer, LONG, 1, seed=3)[0]
-    sched = [(0, "r", prompt, SamplingParams(max_tokens=24, ignore_eos=True))]
-    kw = dict(max_batch=1, max_context=8192, kv_cache_mb="auto", prefill_chunk=512)
-    ref = run_workload(make_core(**kw), sched)
-    core = make_core("chain-4", **form, **kw)
+    sched, ref = long_run
+    core = make_core("chain-4", **form, **KW)
     assert run_workload(core, sched) == ref
     assert sum(s.emitted_tokens for s in core.stats) > sum(s.running for s in core.stats)
