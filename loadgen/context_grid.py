@@ -173,8 +173,9 @@ def run_cell(models: Models, forms: list[str], prompts: list[list[int]], context
 
 
 def run_grid(batches: list[int], contexts: list[int], forms: list[str], repeats: int,
-             seed: int, s: GridSettings, log=print) -> list[dict]:
-    """Every (batch, context) cell: its forms' medians over ``repeats`` round-robin runs."""
+             seed: int, s: GridSettings, on_cell=None, log=print) -> list[dict]:
+    """Every (batch, context) cell: its forms' medians over ``repeats`` round-robin runs;
+    ``on_cell(cells so far)`` after each, so a stopped piece keeps what it measured."""
     cfg = EngineConfig(policy=s.policy, draft=DEFAULT_DRAFT)
     models = load_models(cfg)
     window = DraftWindow(s.sinks, s.window)
@@ -200,6 +201,8 @@ def run_grid(batches: list[int], contexts: list[int], forms: list[str], repeats:
                     "verify_ms": statistics.median(r["verify_ms"] for r in rs),
                     "identical": all(r["tokens"] == ref for r in rs)}
             cells.append(cell)
+            if on_cell is not None:
+                on_cell(cells)
             log(f"[context-grid] batch {b} context {c}: " + ", ".join(
                 f"{f} {v['tok_s']:.1f} tok/s{'' if v['identical'] else ' (DIFFERS)'}"
                 for f, v in cell["forms"].items()))
@@ -216,6 +219,8 @@ def merge(path: Path, meta: dict, cells: list[dict]) -> dict:
     """Add this run's cells to the kept ones in ``path`` (a cell measured again replaces
     its old self), so the grid can be run in pieces that each fit a short exclusive slot."""
     kept = json.loads(path.read_text()) if path.is_file() else {"runs": [], "cells": []}
+    # the same run saving again after its next cell replaces its own entry
+    kept["runs"] = [r for r in kept["runs"] if r["date"] != meta["date"]]
     for c in cells:
         c["run"] = len(kept["runs"])
     new = {(c["batch"], c["context"]) for c in cells}

@@ -48,16 +48,18 @@ def main(args: argparse.Namespace) -> int:
         return 2
     s = GridSettings(args.chain, args.new_tokens, args.draft_window, args.draft_sinks)
     t0 = dt.datetime.now(dt.timezone.utc)
-    cells = run_grid([int(b) for b in args.batches.split(",")],
-                     [int(c) for c in args.contexts.split(",")], forms, args.repeats,
-                     args.seed, s)
     meta = {"command": "adaserve bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
             "machine": machine(), "date": t0.isoformat(timespec="seconds"),
-            "minutes": (dt.datetime.now(dt.timezone.utc) - t0).total_seconds() / 60,
             "commit": _commit(), "torch_threads": _threads(), "repeats": args.repeats,
             "settings": {"policy": s.policy, "new_tokens": s.new, "draft_window": s.window,
                          "draft_sinks": s.sinks, "seed": args.seed}}
-    write_page(out, merge(out / "summary.json", meta, cells))
+
+    def save(cells: list[dict]) -> None:
+        minutes = (dt.datetime.now(dt.timezone.utc) - t0).total_seconds() / 60
+        write_page(out, merge(out / "summary.json", {**meta, "minutes": minutes}, cells))
+
+    run_grid([int(b) for b in args.batches.split(",")], [int(c) for c in args.contexts.split(",")],
+             forms, args.repeats, args.seed, s, on_cell=save)
     return 0
 
 
