@@ -43,7 +43,7 @@ from adaserve.scheduler import SchedulerConfig
 # the forms the grid compares: name -> (draft, bounded KV?)
 FORMS = {"incremental": (None, False), "distilled-full": (DEFAULT_DRAFT, False),
          "distilled-window": (DEFAULT_DRAFT, True), "self-window": ("target", True)}
-DISTINCT_PROMPTS = 4  # prompts per context; a batch of b cycles through them
+DISTINCT_PROMPTS = 2  # prompts per context (each 8k one costs minutes to prefill); a batch cycles them
 
 
 @dataclass(frozen=True, slots=True)

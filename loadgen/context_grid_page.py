@@ -35,7 +35,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from adaserve.loadgen.context_grid import FORMS, GridSettings, merge, run_grid
+    from adaserve.loadgen.context_grid import (DISTINCT_PROMPTS, FORMS, GridSettings, merge,
+                                               run_grid)
 
     out = args.out or Path("results") / "context-grid"
     if args.rewrite_page:
@@ -52,7 +53,8 @@ def main(args: argparse.Namespace) -> int:
             "machine": machine(), "date": t0.isoformat(timespec="seconds"),
             "commit": _commit(), "torch_threads": _threads(), "repeats": args.repeats,
             "settings": {"policy": s.policy, "new_tokens": s.new, "draft_window": s.window,
-                         "draft_sinks": s.sinks, "seed": args.seed}}
+                         "draft_sinks": s.sinks, "seed": args.seed,
+                         "distinct_prompts": DISTINCT_PROMPTS}}
 
     def save(cells: list[dict]) -> None:
         minutes = (dt.datetime.now(dt.timezone.utc) - t0).total_seconds() / 60
@@ -134,7 +136,7 @@ def write_page(out: Path, kept: dict) -> None:
              f"Each cell decodes b requests to {s['new_tokens']} new tokens (greedy, EOS "
              f"ignored) from prompts of context - {s['new_tokens']} tokens: the long "
              "descriptions of the installed Python packages (`adaserve.loadgen.long_prompts`, "
-             f"seed {s['seed']}), 4 distinct prompts cycled over the batch. Rates are output "
+             f"seed {s['seed']}), {s.get('distinct_prompts', 4)} distinct prompts cycled over the batch. Rates are output "
              "tokens / seconds over the iterations that decoded only (the prompts' K/V is "
              "computed once and copied in: `loadgen/context_grid.py`), median of "
              f"{runs[-1]['repeats']} round-robin repeats. Speculative forms run "
