@@ -28,6 +28,8 @@ def test_every_page_but_history_names_its_module():
     assert pages["engine"][0] == "benchmarks/engine.py"
     assert pages["sim/test-set"][0] == "benchmarks/sim_test_set.py"  # named below its findings
     assert pages["rate-default-v2/summary"][0] == "loadgen/bench.py"
+    # an adaserve bench experiment that runs in-process names its own module
+    assert pages["context-grid/summary"][0] == "loadgen/context_grid.py"
 
 
 def test_a_page_gives_the_command_that_remakes_it():
