@@ -4,8 +4,9 @@ distribution of the first three tokens (computed by transformers on the same wei
 significance 0.001 per position (three positions: family-wise <= 0.003). The same test
 must reject the distribution at a 25% higher temperature, so it has the power to see a
 distorted sampler. The draft forms: a perturbed copy of the target with its whole KV or a
-bounded one (1 sink + 2 recent tokens: the 4-token prompt already overflows it), and the
-target itself with a bounded KV (self-speculation)."""
+bounded one (1 sink + 3 recent tokens: the 4-token prompt and its 3 outputs overflow it;
+with 2 the perturbed draft accepted too little to exercise the walk), and the target
+itself with a bounded KV (self-speculation)."""
 
 from __future__ import annotations
 
@@ -70,8 +71,8 @@ def _p_value(counts: np.ndarray, probs: np.ndarray) -> float:
 
 
 # the draft: the perturbed copy or the target itself, its KV whole or bounded
-FORMS = {"perturbed-full": (False, None), "perturbed-window": (False, 2),
-         "self-window": (True, 2)}
+FORMS = {"perturbed-full": (False, None), "perturbed-window": (False, 3),
+         "self-window": (True, 3)}
 
 
 def _sample(tokenizer, params_kw, form: str = "perturbed-full") -> np.ndarray:
