@@ -9,7 +9,9 @@ Experiments:
 - rate: attainment and goodput against request rate (--rates), class mix --mix;
 - urgent: attainment against the urgent proportion (--urgent) at --rate;
 - slo-scale: attainment against the urgent SLO as a multiple of the baseline latency
-  (--scales, seed 002 Fig. 10) at --rate.
+  (--scales, seed 002 Fig. 10) at --rate;
+- context-grid: no server, no load: speculative vs incremental tok/s on a batch x context
+  grid, in-process (context_grid.py, context_grid_page.py).
 """
 
 from __future__ import annotations

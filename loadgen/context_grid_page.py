@@ -12,8 +12,6 @@ from pathlib import Path
 
 from adaserve.loadgen.run import machine
 
-DESCRIPTION = "context-grid  speculative vs incremental tok/s on a batch x context grid " \
-              "(--batches, --contexts, --forms), in-process, no server"
 SPEC_FORMS = ("distilled-full", "distilled-window", "self-window")
 
 
