@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--out", type=Path, default=None,
                       help="where to write the profile (default: the cache path the engine reads)")
     prof.add_argument("--repeats", type=int, default=5, help="timed repetitions per point")
+    prof.add_argument("--curves", type=int, default=5,
+                      help="budget curves; B is their median, and their spread is shown")
     prof.add_argument("--quick", action="store_true",
                       help="a smaller latency grid, and a budget curve that stops past 2x a "
                            "one-token forward (what `adaserve serve` measures at start-up "
@@ -95,6 +97,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     _bench_args(bench)
     bench.set_defaults(func=_bench)
+    pages = bench.add_subparsers(dest="bench_command", metavar="{page,pages}",
+                                 help="page NAME: remake one results page from what it keeps; "
+                                      "pages: list the pages (both in a source checkout: "
+                                      "python -m benchmarks)")
+    page = pages.add_parser("page", help="remake results/NAME.md from its kept runs or data",
+                            formatter_class=_HelpFormatter)
+    page.add_argument("name", help="the page's path under results/ without .md: engine, "
+                                   "sim/fig8, rate-default-v2/summary")
+    page.add_argument("--print", action="store_true", dest="dry",
+                      help="print the command that remakes it, run nothing")
+    page.add_argument("--measure", action="store_true",
+                      help="also remake a page that can only be remade by measuring again")
+    page.set_defaults(func=_bench_pages)
+    pages.add_parser("pages", help="every results page, the module that makes it, whether it "
+                                   "is current").set_defaults(func=_bench_pages, name=None)
 
     from adaserve.sim.cli import DESCRIPTION as _sim_doc, add_args as _sim_args
 
@@ -186,6 +203,22 @@ def _bench(args: argparse.Namespace) -> int:
     from adaserve.loadgen.bench import main as bench_main
 
     return bench_main(args)
+
+
+def _bench_pages(args: argparse.Namespace) -> int:
+    """``python -m benchmarks`` of the source checkout this package is installed from
+    (editable), else of the working directory: benchmarks/ and results/ are not installed."""
+    import subprocess
+
+    root = next((d for d in (Path(__file__).resolve().parents[1], Path.cwd())
+                 if (d / "benchmarks" / "__main__.py").is_file()), None)
+    if root is None:
+        print("adaserve bench page(s) needs the source repository (benchmarks/, results/): run "
+              "it there, or `python -m benchmarks` in it", file=sys.stderr)
+        return 2
+    argv = [] if args.name is None else \
+        [args.name, *([] if args.dry else ["--run"]), *(["--measure"] if args.measure else [])]
+    return subprocess.run([sys.executable, "-m", "benchmarks", *argv], cwd=root).returncode
 
 
 def _simulate(args: argparse.Namespace) -> int:

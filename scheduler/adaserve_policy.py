@@ -52,6 +52,14 @@ class AdaServePolicy(BudgetedPolicy):
     - ``calibrate``: the SLO phase counts a node as rho_r x f(v), rho_r the request's
       decayed ratio of accepted to predicted tokens (``RequestCalibration``), so a request
       whose drafts over-promise gets more nodes to reach its need.
+    - ``lost=roots`` (with ``triage``, where planning prices the draft): a request triage
+      gave up verifies its root alone, and neither the depth floor nor the pacing cut of
+      the depth counts it. At plan time, before its tree exists, a request is taken as
+      given up when its best yield at its last drafted selection cannot reach its SLO at
+      this iteration's predicted latency (never drafted: not given up). Its drafted nodes
+      save no SLO and lengthen every other request's iteration: on the served CPU, once
+      9 or more ran, the preset verified 16-23 tokens for 9-11 requests in steps 1.4-1.8x
+      the roots-only ones, for the same tokens per second (docs/results.md).
     - ``pace``: after both phases each request keeps at most the tokens that bring it to
       ``pace`` x its SLO after this iteration (``pacing.pace_cap``, the need at a tighter
       SLO, so the SLO phase's grant is never cut below the need); the budget given back is
@@ -77,6 +85,9 @@ class AdaServePolicy(BudgetedPolicy):
         self.adapts_budget = options.budget in ("goodput", "kept")
         self.depth = MeasuredDepth() if options.depth == "measured" else None
         self.calibration = RequestCalibration() if options.calibrate else None
+        # request -> the most tokens the SLO phase could give it (a_max) at its last
+        # drafted selection, for taking it as given up before this iteration's tree exists
+        self._best_yield: dict[Hashable, float] = {}
         # (selection, request ids, depth, tight [n] bool, predicted seconds) of iterations
         # not yet observed, for the measured depth
         self._pending: deque[tuple[Selection, tuple, int, np.ndarray, float]] = deque(maxlen=8)
@@ -89,12 +100,21 @@ class AdaServePolicy(BudgetedPolicy):
     def refuses(self) -> bool:
         return self.options.refuse
 
+    @property
+    def _roots_lost(self) -> bool:
+        """Whether a given-up request verifies its root alone (``lost=roots``, with triage,
+        where planning prices the draft)."""
+        o = self.options
+        return (o.triage and o.lost == "roots" and self.config.cost_aware_depth
+                and prices_drafting(self.latency))
+
     def plan(self, batch):
         base = super().plan(batch)
-        paced = self.options.pace is not None and self.config.cost_aware_depth
-        # the other depths are priced only for what reads them: the measured depth, pacing
+        lost = self._lost_at_plan(batch, base.t_spec_s) if self._roots_lost else None
+        capped = (self.options.pace is not None or lost is not None) and self.config.cost_aware_depth
+        # the other depths are priced only for what reads them: the measured depth, the caps
         if (not base.speculates or not prices_drafting(self.latency)
-                or (self.depth is None and not paced)):
+                or (self.depth is None and not capped)):
             return base
         # every depth up to Eq. 8's, priced once: the floor reads their latencies and the
         # chosen one is returned as it is (the last is base's own shape)
@@ -104,12 +124,28 @@ class AdaServePolicy(BudgetedPolicy):
         priced.append(base)
         plan = base
         if self.depth is not None:
-            floor = (need_floor(batch.tpot_slo_s, [p.t_spec_s for p in priced],
-                                self.config.rules.correction) if self.options.floor else 1)
+            slo = batch.tpot_slo_s if lost is None else np.where(lost, np.nan, batch.tpot_slo_s)
+            floor = (need_floor(slo, [p.t_spec_s for p in priced], self.config.rules.correction)
+                     if self.options.floor else 1)
             plan = priced[self.depth.next_depth(base.depth, floor) - 1]
-        if paced:
-            plan = self._paced_depth(batch, plan, priced)
+        if capped:
+            plan = self._capped_depth(batch, plan, priced, lost)
         return plan
+
+    def _lost_at_plan(self, batch: BatchView, t_iter_s: float) -> np.ndarray:
+        """[n] bool: requests taken as given up before this iteration's tree exists: their
+        a_max at their last drafted selection cannot reach the SLO at ``t_iter_s``
+        (``triage.unreachable``); a request never drafted for counts as reachable."""
+        a_max = np.array([self._best_yield.get(rid, np.inf) for rid in batch.request_ids])
+        return unreachable(batch, a_max, t_iter_s)
+
+    def _caps(self, batch: BatchView, t_iter_s: float, lost: np.ndarray | None) -> np.ndarray:
+        """[n] the most tokens, root included, each request keeps: its pace cap (inf
+        unpaced), 1 where it was given up and ``lost=roots``."""
+        pace = self.options.pace
+        caps = (np.full(batch.n, np.inf) if pace is None
+                else pace_cap(batch, t_iter_s, pace, self.config.rules))
+        return caps if lost is None else np.where(lost, 1.0, caps)
 
     def _iteration_budget(self, batch: BatchView) -> int:
         """The budget as the base chooses it; with ``budget=kept`` and pacing, the goodput
@@ -131,18 +167,19 @@ class AdaServePolicy(BudgetedPolicy):
         return goodput_budget(n, self.acceptance.alphas(batch.request_ids), c.budget,
                               c.max_depth, seconds, keeps)
 
-    def _paced_depth(self, batch: BatchView, plan: SpecPlan, priced: list[SpecPlan]) -> SpecPlan:
-        """The plan no deeper than pacing lets any request keep: a request is cut to
-        ``pace_cap`` tokens, its root included, so no selection keeps a node deeper than
-        the largest cap less one, and drafting deeper is paid for nothing (a third of the
-        served preset's steps drafted and then verified the roots alone: docs/results.md).
-        The caps shrink with the iteration's latency, so the depth is cut until it holds
-        at its own predicted latency; cut to 0, the iteration drafts nothing. Only where
-        planning prices the draft (cost_aware_depth): with a free draft depth costs
-        nothing, and the simulated paper set-ups keep Eq. 8's."""
-        rules, pace = self.config.rules, self.options.pace
+    def _capped_depth(self, batch: BatchView, plan: SpecPlan, priced: list[SpecPlan],
+                      lost: np.ndarray | None) -> SpecPlan:
+        """The plan no deeper than any request may keep (``_caps``): pacing cuts a request
+        to ``pace_cap`` tokens, its root included, and ``lost=roots`` a given-up one to its
+        root, so no selection keeps a node deeper than the largest cap less one, and
+        drafting deeper is paid for nothing (a third of the served preset's steps drafted
+        and then verified the roots alone: docs/results.md). The pace caps shrink with the
+        iteration's latency, so the depth is cut until it holds at its own predicted
+        latency; cut to 0, the iteration drafts nothing. Only where planning prices the
+        draft (cost_aware_depth): with a free draft depth costs nothing, and the simulated
+        paper set-ups keep Eq. 8's."""
         while plan.depth:
-            deepest = float(np.max(pace_cap(batch, plan.t_spec_s, pace, rules))) - 1.0
+            deepest = float(np.max(self._caps(batch, plan.t_spec_s, lost))) - 1.0
             if plan.depth <= deepest:
                 return plan
             depth = int(deepest)
@@ -156,15 +193,20 @@ class AdaServePolicy(BudgetedPolicy):
         budget = self._budget_of(plan)
         n_max = slo_token_cap(budget, batch.n, rules) + 1  # the root counts
         served = in_slo_phase(batch, rules) & (need > 1.0 + SLO_EPS)  # [n]
+        lost = None
         if opts.triage and batch.max_tokens_left is not None:
             a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]
-            served &= ~unreachable(batch, a_max, plan.t_spec_s)
+            lost = unreachable(batch, a_max, plan.t_spec_s)
+            served &= ~lost
+            if plan.speculates:
+                self._best_yield.update(zip(batch.request_ids, a_max.tolist()))
         worth = None if self.calibration is None else self.calibration.ratios(batch.request_ids)
         sel = select_slo_customized(candidates, budget, need,
                                     np.where(served, need, 1.0), n_max,
                                     worth=worth, ascending=rules.ascending)
-        if opts.pace is not None:
-            sel = trim(candidates, sel, pace_cap(batch, plan.t_spec_s, opts.pace, rules))
+        if opts.pace is not None or (lost is not None and self._roots_lost):
+            sel = trim(candidates, sel,
+                       self._caps(batch, plan.t_spec_s, lost if self._roots_lost else None))
         if self.depth is not None and plan.speculates and prices_drafting(self.latency):
             seconds = self.predict_latency(batch, plan, sel.tokens)
             with np.errstate(invalid="ignore"):  # best effort (NaN) is never tight
@@ -202,6 +244,7 @@ class AdaServePolicy(BudgetedPolicy):
 
     def forget(self, request_id):
         super().forget(request_id)
+        self._best_yield.pop(request_id, None)
         if self.calibration is not None:
             self.calibration.forget(request_id)
 

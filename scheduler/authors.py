@@ -5,7 +5,7 @@ Read in FlexFlow Serve's request manager (flexflow/flexflow-serve, branch specsc
 src/runtime/request_manager.cc at 9c042f5, Jan. 2025) and the paper's EuroSys version
 (AdaServe-EuroSys.pdf in zikun-li/AdaServe-Artifact-Evaluation, §5.2 Eq. 8-9); the facts are
 theirs, the code below is ours. Each rule is a field of `AdaServeRules`, so one can be
-switched back to the text's reading at a time (benchmarks/sim_paper_ablation.py).
+switched back to the text's reading at a time (benchmarks/paper/ablation.py).
 
 Pure numpy over a `BatchView`: no tensors, no engine.
 """

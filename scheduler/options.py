@@ -12,6 +12,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``calibrate`` | ``on``/``off`` | the SLO phase counts each node as the request's accepted/predicted ratio x f(v) |
 | ``admit`` | ``fifo``/``deadline`` | which waiting request the engine admits next: the oldest, or the earliest TTFT deadline still ahead, the late ones deferred (``admission.deadline_order``) |
 | ``budget`` | ``profile``/``goodput``/``kept`` | verify the profile's B every iteration, or, with the cost-aware planning, the count among B and n x (d + 1) predicted to give the most tokens per second (``budget.goodput_budget``); ``kept``: the same, counting only the tokens pacing lets each request keep |
+| ``lost`` | ``serve``/``roots`` | what becomes of a request triage gave up: it still competes for the throughput phase's nodes (the authors' way), or it verifies its root alone and counts in no choice of depth, so its tokens stop lengthening everyone's iteration; acts where planning is cost-aware |
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
 
 A spec is a preset's name, optionally with options after a colon:
@@ -30,6 +31,7 @@ from typing import Literal
 DEPTHS = ("eq8", "measured")
 ADMITS = ("fifo", "deadline")
 BUDGETS = ("profile", "goodput", "kept")
+LOSTS = ("serve", "roots")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
 
@@ -46,6 +48,7 @@ class AdaServeOptions:
     admit: Literal["fifo", "deadline"] = "fifo"
     refuse: bool = False
     budget: Literal["profile", "goodput", "kept"] = "profile"
+    lost: Literal["serve", "roots"] = "serve"
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)
@@ -56,6 +59,8 @@ class AdaServeOptions:
             raise ValueError(f"depth must be one of {', '.join(DEPTHS)}, got {self.depth!r}")
         if self.budget not in BUDGETS:
             raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
+        if self.lost not in LOSTS:
+            raise ValueError(f"lost must be one of {', '.join(LOSTS)}, got {self.lost!r}")
         if self.admit not in ADMITS:
             raise ValueError(f"admit must be one of {', '.join(ADMITS)}, got {self.admit!r}")
         for name in ("triage", "floor", "calibrate", "refuse"):
@@ -73,7 +78,7 @@ class AdaServeOptions:
                 raise ValueError(f"option {item!r} needs the form key=value")
             if key == "pace":
                 changes[key] = None if value == "off" else _fraction(value)
-            elif key in ("depth", "admit", "budget"):
+            elif key in ("depth", "admit", "budget", "lost"):
                 changes[key] = value
             elif key in ("triage", "floor", "calibrate", "refuse"):
                 if value not in _ON:
@@ -81,7 +86,7 @@ class AdaServeOptions:
                 changes[key] = _ON[value]
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
-                                 f"depth, floor, calibrate, admit, refuse, budget")
+                                 f"depth, floor, calibrate, admit, refuse, budget, lost")
         return dataclasses.replace(self, **changes)
 
     def text(self) -> str:
@@ -90,7 +95,7 @@ class AdaServeOptions:
         pace = "off" if self.pace is None else f"{self.pace:g}"
         return (f"pace={pace},triage={on[self.triage]},depth={self.depth},"
                 f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}"
-                f",refuse={on[self.refuse]},budget={self.budget}")
+                f",refuse={on[self.refuse]},budget={self.budget},lost={self.lost}")
 
 
 def _fraction(value: str) -> float:

@@ -95,3 +95,17 @@ def test_the_drafts_head_is_cut_to_its_trained_tokens_by_default(model, monkeypa
     assert (flags.get("--speculative-token-map") == str(tmp_path / HOT_TOKENS)) is mapped
     argv, _ = command(parse("--model", model, "--algorithm", "STANDALONE"))
     assert "--speculative-token-map" not in argv  # SGLang's own worker would map twice
+
+
+def test_the_boot_hook_runs_the_sitecustomize_it_shadows(tmp_path):
+    """serve-cpu puts its boot directory first on PYTHONPATH; the environment's own
+    sitecustomize (a development checkout's import mapping, a site's) still runs."""
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text("import builtins\nbuiltins.SHADOWED = 1\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BOOT), str(tmp_path)])}
+    env.pop("ADASERVE_SGLANG_CPU", None)
+    out = subprocess.run([sys.executable, "-c", "print(SHADOWED)"], env=env,
+                         capture_output=True, text=True)
+    assert out.stdout.strip() == "1", out.stderr

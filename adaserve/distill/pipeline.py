@@ -222,7 +222,7 @@ model to use on its own.
 
 ## Measured results
 See results/draft.md in the repository (held-out greedy agreement, 1 - TV, step cost,
-accepted tokens per iteration, calibration), made by `python benchmarks/draft.py`.
+accepted tokens per iteration, calibration), made by `python -m benchmarks.engine.draft`.
 
 ## Reproduce
 `adaserve distill-draft --out DIR` with the defaults, on the same kind of machine and the

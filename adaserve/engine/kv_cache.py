@@ -2,7 +2,7 @@
 
 Layout [L, S, Hkv, C, D]: one slot of C columns per running request. Decoding requests
 occupy slots [0, n) so a batched forward reads its keys as a *view* of the cache; measured
-on the 2-core dev CPU (benchmarks/kv_layout.py) a view is 3-4x faster than gathering slots
+on the 2-core dev CPU (benchmarks/engine/kv_layout.py) a view is 3-4x faster than gathering slots
 or paged blocks into a contiguous tensor, which SDPA needs. Slots are compacted when a
 request leaves (the engine moves the last slot into the hole), so the view stays valid.
 """

@@ -170,7 +170,7 @@ class Llama(torch.nn.Module):
             else:
                 # row-major q/k/v: the CPU flash kernel of SDPA needs a unit last stride (a
                 # column-major query sends it to the math kernel: 121 ms against 14 ms per
-                # batch-32 decode step, benchmarks/forward_parts.py)
+                # batch-32 decode step, benchmarks/engine/forward_parts.py)
                 qkv = _linear(self._rms(x, ln1), wqkv, pad).contiguous()  # [n, Q, (H + 2Hkv) * D]
                 qh, kh, vh = qkv.split([h_ * d, kvh * d, kvh * d], dim=-1)
                 qh = _rope(qh.view(n, q, h_, d), cos, sin)
@@ -222,7 +222,7 @@ def padded_rows(m: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
 
 # Up to this many rows a forward runs on the compiled kernels when they are loaded: the
 # skinny matmul reads each weight once for all rows, where MKL reads them at half the
-# bandwidth (benchmarks/engine.py measures both; at 24 and 32 rows it still beat MKL, 64 vs
+# bandwidth (benchmarks/engine/engine.py measures both; at 24 and 32 rows it still beat MKL, 64 vs
 # 95 and 79 vs 98 ms a forward on the dev CPU). Beyond it (prefill chunks) MKL's blocked
 # GEMM takes the compute-bound shapes.
 SKINNY_ROWS = 32

@@ -111,17 +111,29 @@ def baseline_latency(cfg: EngineConfig, models: Models, output: int = 128) -> fl
 
 
 STARTUP_REPEATS = 3  # the start-up profile's timed repetitions per point
+# Budget curves a profile takes B from, as their median. On the dev CPU the forward of 4-8
+# tokens costs 1.03-1.17x a one-token one, at the rule's 1.15, so one curve gave any B
+# from 2 to 8 (results/startup_budget.md); more repeats within a curve did not narrow it,
+# the machine drifts between the counts. The median of curves timed apart does.
+PROFILE_CURVES = 5
 
 
 def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False, log=print,
-                models: Models | None = None) -> Profile:
+                models: Models | None = None, curves: int = PROFILE_CURVES) -> Profile:
     """Measure a profile. ``quick``: a smaller latency grid, and a budget curve that stops
     once a forward costs twice a one-token one (what `adaserve serve` runs at start-up
-    when no profile is saved). ``models``: already loaded ones, else they are loaded."""
+    when no profile is saved). ``models``: already loaded ones, else they are loaded.
+    B is the median of ``curves`` budget curves' (the lower one of an even count); their
+    Bs are kept as ``samples["budget_curves"]``, the spread."""
+    if curves < 1:
+        raise ValueError(f"curves must be >= 1, got {curves}")
     models = models or load_models(cfg)
-    log("timing target forward against tokens (the budget)...")
-    curve = _knee_curve(models.target, repeats, stop_ratio=2.0 if quick else None)
-    budget = budget_by_ratio(curve["tokens"], curve["seconds"])
+    log(f"timing target forward against tokens (the budget, {curves} curves)...")
+    measured = [_knee_curve(models.target, repeats, stop_ratio=2.0 if quick else None)
+                for _ in range(curves)]
+    budgets = [budget_by_ratio(c["tokens"], c["seconds"]) for c in measured]
+    median = sorted(range(curves), key=lambda i: budgets[i].tokens)[(curves - 1) // 2]
+    curve, budget = measured[median], budgets[median]
     knee = find_knee(curve["tokens"], curve["seconds"], min_bend=1.5)
     log("fitting the target latency model...")
     grid = _latency_grid(models.target, repeats, quick)
@@ -144,18 +156,29 @@ def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False, log=pr
         samples={"knee": curve, "target": grid, "draft": draft_grid,
                  "target_r2": target.r2(grid["context_tokens"], grid["batch_tokens"],
                                         grid["seconds"]),
-                 "budget_ratio": budget.ratio, "hinge_knee_tokens": knee.tokens},
+                 "budget_ratio": budget.ratio, "hinge_knee_tokens": knee.tokens,
+                 "budget_curves": [b.tokens for b in budgets]},
         budget_rule=f"ratio<={budget.max_ratio:g}")
+
+
+def budget_spread(prof: Profile) -> str:
+    """How far B moved over the curves it is the median of: "the median of 5 curves,
+    B 4-8 (4, 6, 6, 6, 8)"; a profile of one curve (or saved before curves) says so."""
+    bs = sorted(prof.samples.get("budget_curves") or [prof.budget])
+    if len(bs) == 1:
+        return "one curve, no spread measured"
+    return (f"the median of {len(bs)} curves, B {bs[0]}-{bs[-1]} "
+            f"({', '.join(map(str, bs))})")
 
 
 def main(args) -> int:
     cfg = EngineConfig(model=args.model, draft=args.draft,
                        policy="adaserve" if names_a_draft(args.model, args.draft) else "incremental",
                        device=args.device)
-    prof = run_profile(cfg, repeats=args.repeats, quick=args.quick)
+    prof = run_profile(cfg, repeats=args.repeats, quick=args.quick, curves=args.curves)
     out = args.out or default_profile_path(cfg.model, cfg.draft)
     prof.save(out)
-    print(f"budget B = {prof.budget} tokens: its forward costs "
+    print(f"budget B = {prof.budget} tokens ({budget_spread(prof)}): its forward costs "
           f"{prof.samples['budget_ratio']:.2f}x a one-token forward (rule: {prof.budget_rule}); "
           f"hinge knee at {prof.samples['hinge_knee_tokens']} tokens"
           f"{'' if prof.knee_found else ' (no bend found)'}")

@@ -2,7 +2,7 @@
 
 What the engine ran (prefill, verify and context tokens, depth, width, batch) and what it
 took, as measured inside the served process. The simulator's validation compares these
-against its hardware model iteration by iteration (benchmarks/sim_validation.py), which
+against its hardware model iteration by iteration (benchmarks/sim/validation.py), which
 separates a latency model that misses from host time and contention the model lacks.
 """
 

@@ -7,7 +7,6 @@ import logging
 import signal
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,11 +14,11 @@ from adaserve.engine import Engine, EngineConfig
 from adaserve.engine.config import names_a_draft
 from adaserve.engine.loader import load_models
 from adaserve.engine.engine import load_profile
-from adaserve.engine.profile_data import Profile
 from adaserve.server.app import ServerSettings, create_app
 from adaserve.server.errors import PARSER_HEADER_BYTES
 from adaserve.server.slo_classes import parse_classes
 from adaserve.server.slo_ttft import NOMINAL_PROMPT_TOKENS
+from adaserve.server.startup_profile import startup_profile
 
 log = logging.getLogger("adaserve.serve")
 
@@ -31,7 +30,8 @@ class Built:
 
 
 def build(args: argparse.Namespace) -> Built:
-    """Load the models, find the profile (or measure one), validate the SLO classes, make
+    """Load the models, find the profile (saved, kept from an earlier start, or measured
+    now: startup_profile.py), validate the SLO classes, make
     the engine (its loop is not started: ``main`` runs it on the main thread)."""
     policy = args.policy or ("adaserve" if names_a_draft(args.model, args.draft) else "incremental")
     cfg = EngineConfig(model=args.model, draft=args.draft, policy=policy, budget=args.budget,
@@ -56,30 +56,6 @@ def build(args: argparse.Namespace) -> Built:
     settings = ServerSettings(model_name=name, classes=classes, default_class=args.default_class,
                               baseline_ms=baseline, max_body_bytes=args.max_body_bytes)
     return Built(engine, settings)
-
-
-# What the start-up profile took on the 2-core AVX2 dev CPU, quiet (docs/server.md).
-STARTUP_PROFILE_S = 20
-
-
-def startup_profile(cfg: EngineConfig, models) -> Profile:
-    """No saved profile: measure a quick one now, in memory. Every policy then starts
-    (turbospec needs the latency model, adaserve prices its draft steps with it), B follows
-    the budget rule rather than a constant, and the baseline behind the x-multiple SLO
-    classes is this machine's. It is not saved: a start on a busy machine would fix its
-    slow numbers for good; `adaserve profile` measures with care and saves."""
-    from adaserve.engine.profiler import STARTUP_REPEATS, run_profile
-
-    log.warning("no saved profile for %s + %s: measuring budget B, latency models and baseline "
-                "latency now (~%d s on a 2-core CPU); the SLO milliseconds follow this "
-                "measurement, so they vary from start to start: `adaserve profile` saves a "
-                "profile that later starts load", cfg.model, cfg.draft, STARTUP_PROFILE_S)
-    t0 = time.perf_counter()
-    profile = run_profile(cfg, repeats=STARTUP_REPEATS, quick=True, log=log.debug, models=models)
-    log.info("measured in %.0f s: B = %d tokens (its forward costs %.2fx a one-token one), "
-             "baseline latency %.1f ms", time.perf_counter() - t0, profile.budget,
-             profile.samples["budget_ratio"], profile.baseline_latency_s * 1e3)
-    return profile
 
 
 def main(args: argparse.Namespace, sock: socket.socket) -> int:

@@ -10,10 +10,11 @@ router, streaming the answer back. It refuses at the door what a replica's contr
 would (``door_refusal``), in the same shape and naming the field as the client sent it,
 since past the router the body's SLO is a ``tracestate`` member; the lengths, which need
 the tokenizer, are judged by the replica that serves the request, whose 400 the router
-returns. Routing stays the router's.
+returns. Routing stays the router's, unless ``--pick`` gives the replicas: then the
+SLO-aware picker (picking.py) names each SLO request's replica to the router.
 
     python -m adaserve.sglang.front --router http://127.0.0.1:30010 --port 30000 \
-        [--classes-from http://127.0.0.1:30001]
+        [--classes-from http://127.0.0.1:30001] [--pick http://127.0.0.1:30001 ...]
 """
 
 from __future__ import annotations
@@ -184,8 +185,9 @@ def door_refusal(method: str, path: str, body: bytes, headers: Mapping[str, str]
     return checked(path, body, headers)
 
 
-def app(router: str):
-    """The ASGI app in front of ``router`` (its base URL)."""
+def app(router: str, view=None):
+    """The ASGI app in front of ``router`` (its base URL); with ``view``
+    (picking.FleetView) it names each SLO request's replica to the router."""
     import httpx
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
@@ -206,12 +208,29 @@ def app(router: str):
             headers = forwarded_headers(request.url.path, body, request.headers)
         except SLOError as e:
             return error_response(400, str(e), e.param)
-        upstream = client.build_request(request.method, request.url.path,
+        target = None
+        if view is not None and request.url.path in SLO_ROUTES:
+            from adaserve.sglang.picking import HEADER, ask_of
+
+            ask = ask_of(headers)
+            target = None if ask is None else view.choose(ask)[0]
+            if target is not None:
+                headers = {**headers, HEADER: target}
+
+        def upstream(h):
+            return client.build_request(request.method, request.url.path,
                                         params=request.query_params,
-                                        content=with_model(request.url.path, body),
-                                        headers=headers)
+                                        content=with_model(request.url.path, body), headers=h)
         try:
-            resp = await client.send(upstream, stream=True)
+            resp = await client.send(upstream(headers), stream=True)
+            if target is not None and resp.status_code == 503:
+                # the named worker left the router's healthy set since /workers was read:
+                # the router's own policy chooses, as without a pick
+                await resp.aclose()
+                from adaserve.sglang.picking import HEADER
+
+                resp = await client.send(upstream({k: v for k, v in headers.items()
+                                                   if k != HEADER}), stream=True)
         except httpx.HTTPError as e:
             return error_response(502, f"the router did not answer: {e!r}",
                                   code="bad_gateway")
@@ -227,7 +246,13 @@ def app(router: str):
 
     @contextlib.asynccontextmanager
     async def lifespan(_):
+        import asyncio
+
+        polling = None if view is None else asyncio.create_task(
+            view.poll_forever(client, router))
         yield
+        if polling is not None:
+            polling.cancel()
         await client.aclose()
 
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
@@ -245,13 +270,33 @@ def main(argv: list[str] | None = None) -> int:
                    help="a replica whose /server_info gives the fleet's SLO classes, so the "
                    "front refuses a bad SLO as the replicas would, naming the field the "
                    "client sent (fleet-cpu passes its first replica)")
+    p.add_argument("--pick", nargs="+", default=None, metavar="URL",
+                   help="the replicas' URLs: name each SLO request's replica to the router "
+                        "(X-SMG-Target-Worker; the router must run sglang-router's "
+                        "consistent_hashing policy: docs/fleet.md) by the SLO-aware picker")
+    p.add_argument("--picker-capacity", type=float, default=None,
+                   help="the demand one replica serves within its SLOs, in tokens per "
+                        "baseline iteration (default: the replicas' --budget)")
+    p.add_argument("--picker-stale-s", type=float, default=2.0,
+                   help="reports older than this: leave the choice to the router's policy")
+    p.add_argument("--picker-poll-s", type=float, default=0.25,
+                   help="seconds between reads of the replicas' reports")
     args = p.parse_args(argv)
+    info = None
     if args.classes_from:
         import httpx
 
-        adopt_classes(httpx.get(args.classes_from.rstrip("/") + "/server_info",
-                                timeout=60).json())  # and the served model's name
-    uvicorn.run(app(args.router.rstrip("/")), host=args.host, port=args.port,
+        info = httpx.get(args.classes_from.rstrip("/") + "/server_info", timeout=60).json()
+        adopt_classes(info)  # and the served model's name
+    view = None
+    if args.pick:
+        from adaserve.sglang.picking import FleetView, config_of
+
+        if info is None:
+            p.error("--pick needs --classes-from (the replicas' classes and baseline)")
+        view = FleetView(args.pick, config_of(info, args.picker_capacity, args.picker_stale_s),
+                         args.picker_poll_s)
+    uvicorn.run(app(args.router.rstrip("/"), view), host=args.host, port=args.port,
                 log_level="warning")
     return 0
 

@@ -9,7 +9,8 @@ AROUND hooks (plugin.register): ``http_server.serve_generate_request`` for /gene
 ``OpenAIServingBase.handle_request`` for /v1/chat/completions and /v1/completions,
 ``http_server._wait_and_warmup``, whose requests the metrics leave out,
 ``http_server._setup_and_run_http_server``, which puts ``contract.ContractGate`` and
-``error_shape.OpenAIErrors`` in front of SGLang's app before it starts, and
+``error_shape.OpenAIErrors`` in front of SGLang's app before it starts and adds the
+picker's ``GET /adaserve/load`` (load.py), and
 ``build_server_info`` for /server_info. The classes are ``slo.configured_classes()``,
 which the worker reads too, so both sides agree. On a server not running ADASERVE every
 hook passes the request through untouched: installing adaserve must not change plain
@@ -128,8 +129,11 @@ def serve_hook(original, server_args, *args, **kwargs):
     if adaserve_selected(server_args):
         from sglang.srt.entrypoints.http_server import app
 
+        from adaserve.sglang.load import ROUTE, load_route
+
         app.add_middleware(contract.ContractGate)
         app.add_middleware(OpenAIErrors)  # outermost: SGLang's and the hooks' errors too
+        app.add_api_route(ROUTE, load_route, methods=["GET"])  # the picker's report
     return original(server_args, *args, **kwargs)
 
 

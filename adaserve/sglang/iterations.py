@@ -8,7 +8,7 @@ uniform layout it would otherwise have computed) and what each phase took: the d
 forward over the n x w beam tokens and their top-k), the target's verify forward alone,
 and the draft extend after it. A draft step against the verify forward, in the same
 iterations, is the draft's cost against the target's, side by side in one run (at
-B = 2n both compute two tokens per request). benchmarks/sglang_cpu.py reads it.
+B = 2n both compute two tokens per request). benchmarks/sglang/cpu.py reads it.
 """
 
 from __future__ import annotations

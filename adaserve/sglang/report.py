@@ -145,7 +145,15 @@ def report_hook(original, self, meta_info, recv_obj, i):
     _keep(str(recv_obj.rids[i]), report)
     # SGLang's own rule for its metrics: health checks (and, marked by http.generate_hook,
     # the start-up warm-up) are not clients' requests
-    if getattr(self, "enable_metrics", False) and getattr(state.obj, "log_metrics", True):
+    if not getattr(state.obj, "log_metrics", True):
+        return
+    from adaserve.sglang import load
+    from adaserve.sglang.slo import configured_classes
+
+    # what the picker reads of this replica's recent requests (GET /adaserve/load)
+    load.finished(report["slo_class"] or configured_classes()[1], report["tpot_ms"],
+                  report["ttft_ms"])
+    if getattr(self, "enable_metrics", False):
         metrics, default_class = _metrics()
         ms = lambda v: None if v is None else v / 1e3  # noqa: E731
         metrics.observe(report["slo_class"] or default_class, report["slo_attained"], tokens,

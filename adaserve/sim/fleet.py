@@ -61,6 +61,25 @@ class _Replica:
         self.in_flight = 0
         self.demand = 0.0
         self.iterations = 0
+        self.held: set[int] = set()  # request indices in flight, as the router knows
+        self.finished: list[Record] = []  # as the router learnt of them, oldest first
+
+    def report(self, t: float, records: dict[str, Record], reqs: dict[int, SimRequest]):
+        """What a real replica's ``GET /adaserve/load`` would say at ``t``: its requests
+        per SLO, waiting for a first token or decoding, and its recently finished ones."""
+        from adaserve.picker.report import RECENT_S, ClassLoad, ReplicaReport, recent
+
+        groups: dict[tuple[str, float | None], list[int]] = {}
+        for idx in self.held:
+            r = reqs[idx]
+            first = records[str(idx)].first_token_s
+            g = groups.setdefault((r.slo_class, r.slo_ms), [0, 0])
+            g[first is not None and first <= t] += 1
+        done = [(rec.slo_class, rec.tpot_ms, rec.ttft_ms) for rec in self.finished
+                if rec.finished_s is not None and rec.finished_s >= t - RECENT_S]
+        return ReplicaReport(t, tuple(ClassLoad(c, ms, w, run)
+                                      for (c, ms), (w, run) in groups.items()),
+                             recent(done))
 
 
 def simulate_fleet(setup: SimSetup, requests: Sequence[SimRequest], replicas: int,
@@ -71,13 +90,15 @@ def simulate_fleet(setup: SimSetup, requests: Sequence[SimRequest], replicas: in
     (random, power-of-two) is seeded by ``seed`` too. ValueError for an unknown router."""
     if not requests:
         raise ValueError("no requests to simulate")
-    choose = make_router(router, replicas, seed).choose
+    rt = make_router(router, replicas, seed)
+    reads_reports = getattr(rt, "reads_reports", False)
     baseline_ms = setup.hardware.baseline_latency_ms
     longest = max(r.prompt_tokens + r.output_tokens for r in requests)
     fleet = [_Replica(*build(setup, max_context=longest, max_waiting=len(requests)))
              for _ in range(replicas)]
     order = sorted(requests, key=lambda r: (r.t, r.index))
     weight = {r.index: slo_weight(r.slo_ms, baseline_ms) for r in order}
+    by_index = {r.index: r for r in order}
     records: dict[str, Record] = {}
     replica_of: dict[int, int] = {}
     finishes: list[tuple[float, int, int]] = []  # (time, replica, request index), a heap
@@ -94,12 +115,24 @@ def simulate_fleet(setup: SimSetup, requests: Sequence[SimRequest], replicas: in
                     _, k, idx = heapq.heappop(finishes)
                     fleet[k].in_flight -= 1
                     fleet[k].demand -= weight[idx]
-                k = choose(weight[req.index], [ReplicaLoad(rep.in_flight, rep.demand)
-                                               for rep in fleet])
+                    if reads_reports:
+                        fleet[k].held.discard(idx)
+                        fleet[k].finished.append(records[str(idx)])
+                if reads_reports:
+                    from adaserve.picker.report import Ask
+
+                    k = rt.choose_reported(Ask(req.slo_class, req.slo_ms), [
+                        rep.report(req.t, records, by_index) for rep in fleet], req.t,
+                        baseline_ms)
+                else:
+                    k = rt.choose(weight[req.index], [ReplicaLoad(rep.in_flight, rep.demand)
+                                                      for rep in fleet])
                 rep = fleet[k]
                 rep.clock.advance_to(req.t)
                 rep.in_flight += 1
                 rep.demand += weight[req.index]
+                if reads_reports:
+                    rep.held.add(req.index)
                 replica_of[req.index] = k
                 _add(rep.core, req, records, seed)
                 i += 1

@@ -106,7 +106,7 @@ class HardwareModel:
     # vLLM's engine (the baselines' -vllm models): a decode or verify forward over more than
     # `graph_max_batch` sequences is `eager_ms` slower. The names say where the step was
     # first placed, CUDA-graph capture; the paper models fit it as a proxy for their
-    # speculative chains' collapse under load (benchmarks/sim_paper_calibrate.py,
+    # speculative chains' collapse under load (benchmarks/paper/calibrate.py,
     # GRAPH_MAX_BATCH). None: not modelled. (Prefill forwards are priced by the table
     # alone: it was measured on FlexFlow's forwards, graphs or not.)
     graph_max_batch: int | None = None

@@ -18,7 +18,9 @@ headers. It never looks inside a replica's scheduler.
   replicas (tight SLOs to a reserved share, the rest elsewhere), least-load within it;
 - ``class-affinity:<slack>``: class-split whose requests cross to the other set when
   their own set's least-loaded replica has more than ``slack`` requests in flight beyond
-  the other set's, so a fixed share cannot overload one set.
+  the other set's, so a fixed share cannot overload one set;
+- ``picker:<capacity>``: the SLO-aware endpoint picker the real fleet's front runs
+  (adaserve/picker), on the reports a replica gives of itself.
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ class SloSpill(Router):
     the overflow, instead of pushing every replica past the point where it attains little
     (the fleet-level version of adaserve's triage option). Named ``slo-spill:<cap>``; the cap is a
     replica's capacity in demand units, which depends on the hardware and the workload
-    (benchmarks/sim_fleet.py tunes it on a trace it does not report)."""
+    (benchmarks/fleet/sim.py tunes it on a trace it does not report)."""
 
     name = "slo-spill"
     DEFAULT_CAP = 25.0
@@ -182,11 +184,35 @@ class SloSpill(Router):
         return max(range(len(loads)), key=lambda i: (loads[i].demand, -i))
 
 
+class Picker(Router):
+    """The shared SLO-aware picker (adaserve/picker), the one the real fleet's front runs:
+    the replica with the largest predicted margin for the request's SLOs, from each
+    replica's report (its requests per class, waiting or decoding, and its recent TPOT
+    and TTFT). The fleet hands it reports (``reads_reports``) instead of loads. Named
+    ``picker:<capacity>``, the demand one replica serves within its SLOs."""
+
+    name = "picker"
+    reads_reports = True
+    DEFAULT_CAPACITY = 30.0
+
+    def __init__(self, n: int, seed: int = 0, capacity: float | None = None) -> None:
+        super().__init__(n, seed)
+        self.capacity = self.DEFAULT_CAPACITY if capacity is None else capacity
+        if not self.capacity > 0:
+            raise ValueError(f"picker's capacity must be > 0, got {capacity}")
+
+    def choose_reported(self, ask, reports, now: float, baseline_ms: float) -> int:
+        from adaserve.picker import PickerConfig, pick
+
+        got = pick(ask, reports, now, PickerConfig(baseline_ms, self.capacity))
+        return 0 if got.replica is None else got.replica  # fresh reports: never None
+
+
 ROUTERS: dict[str, Callable[[int, int], Router]] = {
     cls.name: cls for cls in (RoundRobin, RandomRouter, PowerOfTwo, LeastLoad, SloAware,
-                              ClassSplit, ClassAffinity, SloSpill)}
+                              ClassSplit, ClassAffinity, SloSpill, Picker)}
 # routers named <name>:<number>, the number their one parameter
-PARAMETERS = {SloSpill.name: "cap", ClassAffinity.name: "slack"}
+PARAMETERS = {SloSpill.name: "cap", ClassAffinity.name: "slack", Picker.name: "capacity"}
 
 
 def make_router(spec: str, n: int, seed: int = 0) -> Router:

@@ -13,7 +13,7 @@ child k with probability t_k = min(q_k ** miscalibration, 1 - sum_{j<k} t_j), el
 outside the ranked children (its token id is the rank count). miscalibration 1 is a
 calibrated draft (f(v) is exactly the chance the target accepts v's path); < 1 the draft
 under-promises, as the measured CPU pair does (0.83: results/draft.md, fitted by
-benchmarks/sim_fit_synthetic.py). Acceptance equal to f(v) would flatter Algorithm 2 by
+benchmarks/sim/fit_synthetic.py). Acceptance equal to f(v) would flatter Algorithm 2 by
 construction.
 
 Candidate trees come from the real draft's beam search (adaserve.engine.beam) over these

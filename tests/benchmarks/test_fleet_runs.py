@@ -1,4 +1,4 @@
-"""How kept runs are keyed (benchmarks/_run_keys.py, _fleet_runs.py): the code hash ignores
+"""How kept runs are keyed (benchmarks/shared/run_keys.py, benchmarks/fleet/runs.py): the code hash ignores
 what cannot run (docstrings, comments, layout), a policy's or router's hash only what that
 variant runs, and `rekey` moves a run to the current hash only when its re-runs measure
 exactly what was kept."""
@@ -6,21 +6,12 @@ exactly what was kept."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-# the scripts import their siblings by name; benchmarks/ leaves sys.path afterwards, since
-# it holds modules (engine.py) that would shadow the test packages of the same names (as
-# tests/sim/test_paper_figures.py does)
-_BENCH = str(Path(__file__).resolve().parents[2] / "benchmarks")
-sys.path.insert(0, _BENCH)
-try:
-    import _fleet_runs as runs
-    import _run_keys as keys
-finally:
-    sys.path.remove(_BENCH)
+from benchmarks.fleet import runs
+from benchmarks.shared import run_keys as keys
 
 SOURCE = '''"""A module."""
 import math

@@ -1,4 +1,4 @@
-"""`sim_paper_figures.py --rekey` (benchmarks/_paper_runs.rekey): a kept run of an older
+"""`python -m benchmarks.paper.figures --rekey` (benchmarks/paper/runs.py, rekey): a kept run of an older
 code version takes the current key only when a re-run measures exactly what was kept; a
 run whose re-run differs stays stale, so the pages re-run it. Real simulations on a tiny
 trace."""
@@ -6,18 +6,12 @@ trace."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-_BENCH = str(Path(__file__).resolve().parents[2] / "benchmarks")
-sys.path.insert(0, _BENCH)
-try:
-    import _paper_runs as runs
-    from _paper import KIT, SETUPS
-finally:
-    sys.path.remove(_BENCH)
+from benchmarks.paper import runs
+from benchmarks.paper.kit import KIT, SETUPS
 
 pytestmark = pytest.mark.skipif(not (KIT / "traces").is_dir(),
                                 reason="needs the paper-scale kit beside the repo")

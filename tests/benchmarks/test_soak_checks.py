@@ -1,24 +1,16 @@
-"""The soak benchmark's arithmetic (benchmarks/soak_checks.py) on made-up inputs: metrics
+"""The soak benchmark's arithmetic (benchmarks/serving/soak_checks.py) on made-up inputs: metrics
 parsing, failure counts from records, the probe's rate, the request count, the RSS slope."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from adaserve.loadgen.records import Record
 
-# benchmarks/ is a directory of scripts, not a package: load the module from its file
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "soak_checks.py"
-_spec = importlib.util.spec_from_file_location("soak_checks", _PATH)
-soak = importlib.util.module_from_spec(_spec)
-sys.modules["soak_checks"] = soak  # dataclasses look their module up there
-_spec.loader.exec_module(soak)
+from benchmarks.serving import soak_checks as soak
 
 METRICS = """\
 # HELP adaserve_requests_total finished requests

@@ -1,24 +1,18 @@
-"""The test set's traces (benchmarks/_test_set.py) and Fig. 14's (sim_paper_fig14.py): each
+"""The test set's traces (benchmarks/paper/test_set_traces.py) and Fig. 14's (benchmarks/paper/fig14.py): each
 (set-up, kind, rate, seed) is its own deterministic trace, seeds vary arrivals, classes and
 prompt lengths, and the kinds draw the arrivals and mixes they say."""
 
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-_BENCH = str(Path(__file__).resolve().parents[2] / "benchmarks")
-sys.path.insert(0, _BENCH)
-try:
-    import _test_set as ts
-    import sim_paper_fig14 as fig14
-    from _paper import KIT, SETUPS
-finally:
-    sys.path.remove(_BENCH)
+from benchmarks.paper import fig14
+from benchmarks.paper import test_set_traces as ts
+from benchmarks.paper.kit import KIT, SETUPS
 
 pytestmark = pytest.mark.skipif(not (KIT / "traces").is_dir(),
                                 reason="needs the paper-scale kit beside the repo")

@@ -10,16 +10,16 @@ REASONS = {
     "adaserve/engine/core.py": "the scheduling loop's one iteration (admit, prefill, plan, "
                                "draft, select, verify, emit) reads best in one place; its "
                                "parts already live beside it (admission, request, batch)",
-    "benchmarks/soak.py": "one experiment end to end (start, load, sample memory and metrics, "
-                          "check, write the page); its checks are benchmarks/soak_checks.py",
-    "benchmarks/sim_paper_calibrate.py": "one fitting experiment with its page; the run "
-                                         "keeping and tables are shared (_paper_runs, _paper)",
+    "benchmarks/serving/soak.py": "one experiment end to end (start, load, sample memory and metrics, "
+                          "check, write the page); its checks are benchmarks/serving/soak_checks.py",
+    "benchmarks/paper/calibrate.py": "one fitting experiment with its page; the run "
+                                         "keeping and tables are shared (paper/runs.py, paper/kit.py)",
 }
 
 
 def test_long_files_have_a_stated_reason():
     long = {}
-    for pattern in ("adaserve/**/*.py", "scheduler/*.py", "loadgen/*.py", "benchmarks/*.py"):
+    for pattern in ("adaserve/**/*.py", "scheduler/*.py", "loadgen/*.py", "benchmarks/**/*.py"):
         for p in ROOT.glob(pattern):
             if "__pycache__" in p.parts:
                 continue

@@ -51,7 +51,7 @@ def test_console_script_lists_policies():
 def test_scheduler_benchmark_runs(tmp_path):
     """Smoke: the benchmark script still runs end to end (its timings are not checked)."""
     out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "scheduler_overhead.py"), "--repeats", "1",
+        [sys.executable, "-m", "benchmarks.engine.scheduler_overhead", "--repeats", "1",
          "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     table = (tmp_path / "scheduler_overhead.md").read_text()

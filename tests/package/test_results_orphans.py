@@ -1,30 +1,21 @@
 """results/ holds what a page reads (issue 41): no file or folder there that no page
-links, names or has a script read (benchmarks/orphans.py says how it decides)."""
+links, names or has a script read (benchmarks/shared/orphans.py says how it decides)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_results_has_no_orphans():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from orphans import orphans
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    from benchmarks.shared.orphans import orphans
     found = [str(p.relative_to(ROOT)) for p in orphans()]
     assert found == [], f"no page reads these; remove them or link them: {found}"
 
 
 def test_an_unread_entry_is_found_and_a_linked_one_is_not(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import orphans as mod
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    from benchmarks.shared import orphans as mod
     (tmp_path / "docs").mkdir()
     (tmp_path / "results" / "sim").mkdir(parents=True)
     (tmp_path / "README.md").write_text("[engine](results/engine.md)\n")

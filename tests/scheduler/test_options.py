@@ -29,7 +29,7 @@ def test_a_spec_changes_only_the_options_it_names():
 
 
 @pytest.mark.parametrize("spec", ["adaserve", "adaserve:pace=off", "adaserve-authors:pace=0.5",
-                                  "adaserve:admit=deadline,refuse=on"])
+                                  "adaserve:admit=deadline,refuse=on", "adaserve:lost=roots"])
 def test_text_round_trips(spec):
     name = spec.partition(":")[0]
     opts = policy_options(spec)[1]
@@ -39,7 +39,7 @@ def test_text_round_trips(spec):
 @pytest.mark.parametrize("spec, words", [
     ("adaserve:pace=1.5", "pace"), ("adaserve:pace=fast", "pace"), ("adaserve:pace", "key=value"),
     ("adaserve:depth=deep", "depth"), ("adaserve:triage=maybe", "on or off"),
-    ("adaserve:refuse=503", "on or off"),
+    ("adaserve:refuse=503", "on or off"), ("adaserve:lost=drop", "lost must be one of serve, roots"),
     ("adaserve:speed=2", "unknown option 'speed'"), ("incremental:pace=0.7", "takes no options"),
     ("adaserve-paced", "unknown policy"),
 ])

@@ -337,3 +337,55 @@ def test_pacing_is_read_at_planning_so_the_draft_runs_no_deeper_than_a_cap_keeps
                          SchedulerConfig(budget=16, cost_aware_depth=False), priced)
              for p in ("off", 0.7)]
     assert blind[1].plan(ahead) == blind[0].plan(ahead) and blind[1].plan(ahead).depth > 1
+
+
+def _lost_pair(lost, cost_aware=True):
+    target = LatencyModel(alpha=0.0, gamma=3e-3, delta=0.04)
+    draft = LatencyModel(alpha=0.0, gamma=0.0, delta=0.004)
+    tracker = AcceptanceTracker(prior_alpha=0.9, prior_weight=1e9)
+    spec = f"adaserve-authors:triage=on,lost={lost}"
+    return make_policy(spec, SchedulerConfig(budget=16, cost_aware_depth=cost_aware),
+                       IterationLatency(target, draft), tracker)
+
+
+def test_lost_roots_gives_a_request_triage_gave_up_its_root_alone_and_stops_drafting_for_it():
+    """Two requests at 17.5 ms a token against a 20 ms SLO, 60 tokens left, in ~0.1 s
+    iterations yielding ~2 tokens, cannot attain whatever the tree; with lost=serve they still take the throughput phase's nodes, with
+    lost=roots they verify their roots, and once a drafted selection has shown them lost,
+    the next plan drafts nothing at all (nobody else could keep a node)."""
+    progress = [RequestProgress(f"r{i}", SLO.from_ms(20.0), 0.7, 40, 100, max_tokens_left=60)
+                for i in range(2)]
+    batch = BatchView.from_progress(progress)
+    for lost, kept in (("serve", True), ("roots", False)):
+        policy = _lost_pair(lost)
+        plan = policy.plan(batch)  # never drafted for: not yet taken as lost at planning
+        assert plan.speculates
+        sel = policy.select(batch, plan, _beam_candidates(2, plan))
+        assert bool((sel.counts > 1).any()) is kept
+        replanned = policy.plan(batch)
+        assert replanned.speculates is kept
+    # a request with an SLO it can still keep beside them is drafted for as before
+    ok = RequestProgress("ok", SLO.from_ms(60.0), 0.5, 10, 100, max_tokens_left=50)
+    mixed = BatchView.from_progress(progress + [ok])
+    policy = _lost_pair("roots")
+    first = policy.select(mixed, p := policy.plan(mixed), _beam_candidates(3, p))
+    assert first.counts[:2].tolist() == [1, 1] and first.counts[2] > 1
+    assert policy.plan(mixed).speculates
+    # where planning is cost-blind (the simulated paper set-ups) lost=roots changes nothing
+    blind = [_lost_pair(v, cost_aware=False) for v in ("serve", "roots")]
+    plans = [b.plan(batch) for b in blind]
+    assert plans[0] == plans[1]
+    sels = [b.select(batch, pl, _beam_candidates(2, pl)) for b, pl in zip(blind, plans)]
+    assert sels[0].counts.tolist() == sels[1].counts.tolist()
+
+
+def test_a_forgotten_request_leaves_no_best_yield_behind():
+    policy = _lost_pair("roots")
+    progress = [RequestProgress(f"r{i}", SLO.from_ms(20.0), 0.7, 40, 100, max_tokens_left=60)
+                for i in range(2)]
+    batch = BatchView.from_progress(progress)
+    policy.select(batch, p := policy.plan(batch), _beam_candidates(2, p))
+    assert not policy.plan(batch).speculates
+    for rid in ("r0", "r1"):  # the same ids again are new requests: reachable until drafted for
+        policy.forget(rid)
+    assert policy.plan(batch).speculates

@@ -32,7 +32,8 @@ def test_a_fresh_machine_converts_measures_and_answers(fresh_cache, tmp_path, mo
         assert (fresh_cache / "models" / "smollm2-135m" / "model.safetensors").is_file()
         said = log.read_text()
         assert said.count("no saved profile") == 1 and "adaserve profile" in said
-        assert not (fresh_cache / "profiles").exists()  # measured in memory, never saved
+        # measured now and kept for this machine and code version, not saved as the profile
+        assert [p.parent.name for p in (fresh_cache / "profiles").rglob("*.json")] == ["startup"]
         info = server.info
         assert info["policy"] == "adaserve" and info["draft"] == "smollm2-135m-distilled"
         assert [c["name"] for c in info["slo_classes"]] == ["urgent", "moderate", "relaxed",
@@ -83,18 +84,25 @@ def test_a_port_in_use_is_refused_at_once_in_one_line():
 
 
 @pytest.mark.slow
-def test_without_a_profile_budget_latency_and_baseline_are_measured_at_start_up(monkeypatch):
+def test_without_a_profile_budget_latency_and_baseline_are_measured_at_start_up(monkeypatch,
+                                                                                 tmp_path):
     import adaserve.server.main as serve_main
     from adaserve.cli import build_parser
+    from adaserve.engine.weights import CACHE_ENV, cache_root
 
+    for sub in ("models", "kernels"):  # the session's; no start-up profile kept yet
+        if (cache_root() / sub).is_dir():
+            (tmp_path / sub).symlink_to(cache_root() / sub)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(serve_main, "load_profile", lambda cfg: None)
     args = build_parser().parse_args(["serve"])
     built = serve_main.build(args)
     try:
         prof = built.engine.profile
         assert prof.budget_trusted and prof.target is not None and prof.draft_model is not None
-        # B follows the budget rule on the curve just measured
+        # B follows the budget rule: the median of the curves just measured
         assert built.engine.core.policy.config.budget == prof.budget
+        assert prof.budget == sorted(prof.samples["budget_curves"])[2]
         assert prof.samples["budget_ratio"] <= 1.15
         assert 5.0 < built.settings.baseline_ms < 5000.0  # one batch-8 decode step, in ms
         assert built.settings.baseline_ms == pytest.approx(prof.baseline_latency_s * 1e3)

@@ -151,3 +151,40 @@ def test_simulate_refuses_an_unknown_router(capsys):
     rc = main(["simulate", "--rate", "2", "--requests", "4", "--replicas", "2",
                "--router", "fastest", "--quiet"])
     assert rc == 2 and "unknown router 'fastest'" in capsys.readouterr().err
+
+
+def test_the_picker_router_reads_reports_and_spreads_tight_requests():
+    """The shared picker (adaserve/picker) as a simulated router: a burst of tight
+    requests alternates replicas (each one sent is in the next one's report), every
+    request finishes, and one replica behind it is exactly `simulate`."""
+    run = simulate_fleet(setup(), burst(8, slo_ms=12.0), 2, "picker:4")
+    assert sorted(run.replica_of[i] for i in range(8)) == [0] * 4 + [1] * 4
+    assert all(r.status == "ok" and r.output_tokens == 12 for r in run.records)
+    reqs = burst(6, 0.013)
+    core, clock = build(setup(), max_context=64, max_waiting=len(reqs))
+    alone = simulate(core, clock, reqs, seed=2)
+    one = simulate_fleet(setup(), reqs, 1, "picker", seed=2)
+    assert [r.to_json() for r in one.records] == [r.to_json() for r in alone]
+
+
+def test_a_simulated_replica_reports_waiting_running_and_recent():
+    """What the picker reads in the simulator is what a replica's /adaserve/load says:
+    its requests by SLO, waiting (no first token by t) or decoding, and the medians of
+    its recently finished ones."""
+    from adaserve.loadgen.records import Record
+    from adaserve.sim.fleet import _Replica
+
+    rep = _Replica(None, None)
+    reqs = {i: SimRequest(i, 0.0, "u" if i < 2 else "r", 10.0 if i < 2 else 50.0, 8, 8)
+            for i in range(4)}
+    records = {str(i): Record(i, reqs[i].slo_class, reqs[i].slo_ms, 0.0, 0.0)
+               for i in range(4)}
+    records["0"].first_token_s = 0.5
+    records["1"].first_token_s = 2.0  # after t: still waiting, as the router sees it
+    done = Record(9, "u", 10.0, 0.0, 0.0, status="ok", first_token_s=0.2, last_token_s=0.9,
+                  finished_s=0.9, output_tokens=8)
+    rep.held, rep.finished = {0, 1, 2}, [done]
+    r = rep.report(1.0, records, reqs)
+    loads = {ld.slo_class: (ld.waiting, ld.running) for ld in r.loads}
+    assert loads == {"u": (1, 1), "r": (1, 0)}
+    assert r.recent_of("u").finished == 1 and r.recent_of("u").tpot_ms == pytest.approx(100.0)

@@ -1,5 +1,5 @@
 """The shipped synthetic model of the paper's Llama-3.1-70B / Llama-3.2-1B pair still fits
-the paper's Fig. 12 chains (benchmarks/sim_fit_paper_acceptance.py made it).
+the paper's Fig. 12 chains (benchmarks/paper/acceptance.py made it).
 
 A chain's count is vLLM v0's: every position whose draft token is the target's choice after
 the draft's own prefix, no bonus, pooled over request-steps; each request decodes to 256

@@ -1,23 +1,14 @@
-"""The paper-figure pages' arithmetic (benchmarks/sim_paper_goals.py, _paper_values.py):
+"""The paper-figure pages' arithmetic (benchmarks/paper/goals.py, values.py):
 the goals are computed from data, so a wrong comparison would publish a wrong verdict."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-# the scripts import their siblings by name; benchmarks/ leaves sys.path afterwards, since
-# it holds modules (engine.py) that would shadow the test packages of the same names
-_BENCH = str(Path(__file__).resolve().parents[2] / "benchmarks")
-sys.path.insert(0, _BENCH)
-try:
-    import _paper_values
-    import sim_paper_goals as goals
-    from sim_paper_figures import FIGURES
-finally:
-    sys.path.remove(_BENCH)
+from benchmarks.paper import goals
+from benchmarks.paper import values as _paper_values
+from benchmarks.paper.figures import FIGURES
 
 PAPER_MD = """\
 ### Fig. 8 [plot]

@@ -35,24 +35,30 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from adaserve.sglang.cpu.process import free_port
+from adaserve.sglang.cpu.process import (  # noqa: F401 (the tests take them from here)
+    free_port, group_alive, shared_memory_of, stop_group)
 
-# sglang-router 0.3.2's policies (its --policy choices)
+# sglang-router 0.3.2's policies (its --policy choices), and ours: the SLO front picks
 ROUTER_POLICIES = ("round_robin", "random", "power_of_two", "cache_aware", "manual")
+PICKER = "picker"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=int, default=2, help="serve-cpu replicas (N)")
-    p.add_argument("--policy", choices=ROUTER_POLICIES, default="round_robin",
-                   help="the router's load-balancing policy (sglang-router --policy); "
-                        "manual honours the X-SMG-Target-Worker and X-SMG-Routing-Key "
-                        "headers (docs/fleet.md)")
+    p.add_argument("--policy", choices=(*ROUTER_POLICIES, PICKER), default="round_robin",
+                   help="the router's load-balancing policy (sglang-router --policy; manual "
+                        "honours X-SMG-Routing-Key), or picker: the SLO front picks each "
+                        "request's replica from the replicas' reports and names it to the "
+                        "router (docs/fleet.md)")
+    p.add_argument("--front-args", default="",
+                   help="more flags of the SLO front, as one quoted string (e.g. "
+                        "\"--picker-capacity 6\": python -m adaserve.sglang.front --help)")
     p.add_argument("--host", default="127.0.0.1", help="address the router and replicas use")
     p.add_argument("--port", type=int, default=30000,
                    help="the fleet's port, where clients connect (the SLO front; 0: a free "
                         "port)")
-    p.add_argument("--router-port", type=int, default=0,
-                   help="the router's own port, behind the front (default 0: a free port)")
+    p.add_argument("--router-port", type=int, default=0, help="the router's own port, "
+                   "behind the front (default 0: a free port)")
     p.add_argument("--replica-port", type=int, default=None,
                    help="the first replica's port; the others follow it (default: the "
                         "router's + 1; 0: free ports chosen by the system)")
@@ -68,16 +74,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "scheduler; SGLang's /health runs a generation, which a loaded CPU "
                         "replica can take over its 20 s limit to answer, and the router "
                         "then takes a live replica out)")
-    p.add_argument("--router-args", default="",
-                   help="more sglang-router flags, as one quoted string")
+    p.add_argument("--router-args", default="", help="more sglang-router flags, as one "
+                   "quoted string")
     p.add_argument("--log-dir", type=Path, default=None,
                    help="one log per part (default: a new temporary directory)")
     p.add_argument("--threads-per-replica", type=int, default=None,
                    help="torch threads of each replica (OMP_NUM_THREADS); default: this "
                         "machine's cores / N, at least 1, so N replicas do not oversubscribe "
                         "the cores (an OMP_NUM_THREADS already set is kept)")
-    p.add_argument("--startup-timeout", type=float, default=900.0,
-                   help="seconds a replica may take to answer")
+    p.add_argument("--startup-timeout", type=float, default=900.0, help="seconds a "
+                   "replica may take to answer")
     p.add_argument("replica_args", nargs=argparse.REMAINDER,
                    help="after --: flags for every `adaserve sglang serve-cpu` replica "
                         "(e.g. --baseline-ms 80 --budget 6)")
@@ -96,66 +102,9 @@ class Part:
                            "pid": self.proc.pid, "log": str(self.log)})
 
     def stop(self) -> None:
-        """SIGTERM to the part's process group; SIGKILL to what is left of it after 30 s.
-        Returns once the group's processes have exited (SGLang's scheduler and detokenizer
-        outlive the server's main process by a moment)."""
+        """SIGTERM to the part's process group, SIGKILL after 30 s; returns once the
+        group's processes (SGLang's scheduler and detokenizer too) have exited."""
         stop_group(self.proc, 30.0)
-
-
-def shared_memory_of(pgids: list[int]) -> set[Path]:
-    """The /dev/shm files the processes of these process groups have mapped (their
-    multiprocessing semaphores and shared buffers). SGLang's processes leave their
-    semaphores behind when stopped (a fleet left a dozen ``sem.mp-*`` per run); read from
-    /proc/<pid>/maps while they run, so the fleet removes only its own."""
-    import psutil
-
-    found: set[Path] = set()
-    wanted = set(pgids)
-    for p in psutil.process_iter():
-        try:
-            if os.getpgid(p.pid) not in wanted:
-                continue
-            with open(f"/proc/{p.pid}/maps") as maps:
-                for line in maps:
-                    path = line.rstrip("\n").split(maxsplit=5)[-1]
-                    if path.startswith("/dev/shm/"):
-                        found.add(Path(path.removesuffix(" (deleted)")))
-        except (OSError, ProcessLookupError, psutil.Error):
-            pass
-    return found
-
-
-def group_alive(pgid: int) -> bool:
-    """Is any process of the group still running (zombies not counted)?"""
-    import psutil
-
-    for p in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            pass
-    return False
-
-
-def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
-    """SIGTERM to ``proc``'s process group, SIGKILL to the group after ``grace_s``."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        proc.poll()  # reap our own child: a zombie leader is not a running process
-        if not group_alive(proc.pid):
-            proc.wait()
-            return
-        time.sleep(0.2)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 def replica_ports(args: argparse.Namespace) -> list[int]:
@@ -192,8 +141,11 @@ def replica_env(args: argparse.Namespace, cores: int | None = None) -> dict[str,
 
 def router_command(args: argparse.Namespace, urls: list[str], port: int,
                    metrics_port: int) -> list[str]:
-    return [sys.executable, "-m", "sglang_router.launch_router", "--worker-urls", *urls,
-            "--policy", args.policy, "--host", args.host, "--port", str(port),
+    # picker: the router policy that follows the front's X-SMG-Target-Worker
+    launcher, policy = (("adaserve.sglang.target_router", "random") if args.policy == PICKER
+                        else ("sglang_router.launch_router", args.policy))
+    return [sys.executable, "-m", launcher, "--worker-urls", *urls,
+            "--policy", policy, "--host", args.host, "--port", str(port),
             "--prometheus-host", args.host, "--prometheus-port", str(metrics_port),
             "--health-check-interval-secs", str(args.health_check_interval),
             # a dead replica refuses the connection at once; a busy one on a CPU can take
@@ -204,13 +156,18 @@ def router_command(args: argparse.Namespace, urls: list[str], port: int,
             *shlex.split(args.router_args)]
 
 
+def front_command(args: argparse.Namespace, router: str, urls: list[str],
+                  port: int) -> list[str]:
+    pick = ["--pick", *urls] if args.policy == PICKER else []
+    return [sys.executable, "-m", "adaserve.sglang.front", "--router", router, "--host",
+            args.host, "--port", str(port), "--classes-from", urls[0], *pick,
+            *shlex.split(args.front_args)]
+
+
 def check(args: argparse.Namespace) -> str | None:
     """Why the fleet cannot start here, or None."""
     if args.replicas < 1:
         return f"--replicas must be >= 1, got {args.replicas}"
-    why = baseline_missing(args)
-    if why is not None:
-        return why
     for mod, what in (("sglang", "sglang"), ("sglang_router", "sglang-router")):
         if importlib.util.find_spec(mod) is None:
             return (f"{what} is not installed in this Python ({sys.executable}); run it from "
@@ -218,27 +175,42 @@ def check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def baseline_missing(args: argparse.Namespace) -> str | None:
-    """Why the replicas would refuse to start for want of a baseline, naming the flags that
-    fix it, or None. The default classes are multiples of the target's plain decode step,
-    which a replica does not measure; without this each replica died at start-up naming
-    only environment variables."""
+def needs_baseline(args: argparse.Namespace) -> bool:
+    """Do the replicas need a baseline they were not given? Their default classes are
+    multiples of the target's plain decode step, which a replica does not measure, and
+    the picker weighs requests in baseline steps. Without one each replica died at
+    start-up naming only environment variables; now the fleet finds one (baseline.py)."""
     from adaserve.server.slo_classes import DEFAULT_CLASSES, parse_classes
 
     extra = list(args.replica_args or [])
     flags = dict(zip(extra, extra[1:]))
     if "--baseline-ms" in flags or os.environ.get("ADASERVE_BASELINE_MS"):
-        return None
+        return False
     spec = flags.get("--slo-classes") or os.environ.get("ADASERVE_SLO_CLASSES", DEFAULT_CLASSES)
     try:
         parse_classes(spec, None)
     except ValueError:
-        return ("the replicas' SLO classes are multiples of the baseline latency, and no "
-                "baseline was given: add one after the dashes, e.g. `adaserve sglang "
-                "fleet-cpu --replicas 2 -- --baseline-ms 80` (SGLang's plain decode step on "
-                "this machine: docs/sglang-cpu.md), or give the classes in ms, "
-                "`-- --slo-classes urgent=60,relaxed=400,best-effort`")
-    return None
+        return True
+    return args.policy == PICKER
+
+
+def with_baseline(args: argparse.Namespace, env: dict[str, str], logdir: Path) -> None:
+    """Add ``--baseline-ms`` to the replicas' flags: the one saved for this model and
+    thread count, else measured now and saved (baseline.py); says which in one line."""
+    from adaserve.sglang.cpu import baseline
+
+    extra = [a for a in (args.replica_args or []) if a != "--"]
+    path, k = baseline.saved_path(), baseline.key(extra, int(env["OMP_NUM_THREADS"]))
+    ms, source = baseline.saved(path, k), str(path)
+    if ms is None:
+        print(json.dumps({"fleet": "measuring baseline", "how": "serve-cpu --algorithm "
+                          "none, once; saved for the next start", "log": str(
+                              logdir / "baseline.log")}), flush=True)
+        ms, source = baseline.measure(extra, env, logdir / "baseline.log",
+                                      args.startup_timeout), "measured"
+        baseline.save(path, k, ms)
+    print(json.dumps({"fleet": "baseline", "ms": round(ms, 3), "from": source}), flush=True)
+    args.replica_args = [*extra, "--baseline-ms", f"{ms:.3f}"]
 
 
 def _start(role: str, index: int, argv: list[str], url: str, log: Path,
@@ -297,6 +269,8 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({"fleet": "starting", "replicas": args.replicas,
                           "threads_per_replica": int(env["OMP_NUM_THREADS"]),
                           "logs": str(logdir)}), flush=True)
+        if needs_baseline(args):
+            with_baseline(args, env, logdir)
         for i, (port, url) in enumerate(zip(ports, urls)):
             parts.append(_start("replica", i, replica_command(args, port), url,
                                 logdir / f"replica{i}.log", env))
@@ -311,9 +285,7 @@ def main(args: argparse.Namespace) -> int:
         parts.append(router)
         _ready(router, "/readiness", 120, t0)
         port = args.port or free_port()
-        front = _start("front", 0, [sys.executable, "-m", "adaserve.sglang.front", "--router",
-                                    router.url, "--host", args.host, "--port", str(port),
-                                    "--classes-from", urls[0]],
+        front = _start("front", 0, front_command(args, router.url, urls, port),
                        f"http://{args.host}:{port}", logdir / "front.log")
         parts.append(front)
         _ready(front, "/readiness", 120, t0)
@@ -329,10 +301,9 @@ def main(args: argparse.Namespace) -> int:
                     print(json.dumps({"fleet": "replica exited", "index": part.index,
                                       "code": part.proc.returncode}), flush=True)
             time.sleep(1)
-        for part in (router, front):
-            if part.proc.poll() is not None:
-                print(json.dumps({"fleet": f"{part.role} exited",
-                                  "code": part.proc.returncode}), flush=True)
+        for part in (p for p in (router, front) if p.proc.poll() is not None):
+            print(json.dumps({"fleet": f"{part.role} exited", "code": part.proc.returncode}),
+                  flush=True)
         return 1
     except KeyboardInterrupt:
         clean = True

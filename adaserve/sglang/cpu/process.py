@@ -64,3 +64,59 @@ class ServerProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def shared_memory_of(pgids: list[int]) -> set[Path]:
+    """The /dev/shm files the processes of these process groups have mapped (their
+    multiprocessing semaphores and shared buffers). SGLang's processes leave their
+    semaphores behind when stopped (a fleet left a dozen ``sem.mp-*`` per run); read from
+    /proc/<pid>/maps while they run, so the fleet removes only its own."""
+    import psutil
+
+    found: set[Path] = set()
+    wanted = set(pgids)
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) not in wanted:
+                continue
+            with open(f"/proc/{p.pid}/maps") as maps:
+                for line in maps:
+                    path = line.rstrip("\n").split(maxsplit=5)[-1]
+                    if path.startswith("/dev/shm/"):
+                        found.add(Path(path.removesuffix(" (deleted)")))
+        except (OSError, ProcessLookupError, psutil.Error):
+            pass
+    return found
+
+
+def group_alive(pgid: int) -> bool:
+    """Is any process of the group still running (zombies not counted)?"""
+    import psutil
+
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return False
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM to ``proc``'s process group, SIGKILL to the group after ``grace_s``."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        proc.poll()  # reap our own child: a zombie leader is not a running process
+        if not group_alive(proc.pid):
+            proc.wait()
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

@@ -1,0 +1,89 @@
+"""The model's 121 matmuls (30 layers x qkv/o/gate-up/down, and the head) at T input rows,
+per backend, side by side: which one the engine should use for each row count.
+
+Backends: ours (torch.ops.adaserve.skinny_linear, the compiled kernel), MKL as F.linear
+(x @ W.T), MKL as W @ x.T (the eager engine's orientation), OpenBLAS through numpy
+(W @ x.T on the same memory, zero-copy). Medians over rounds; the weights are the real
+SmolLM2-135M ones (538 MB fp32), so every call streams them from DRAM. Each round times one
+backend at every row count, then rests a second before the next: OpenBLAS's threads spin
+after a call and, interleaved call by call, slowed the next backend on the two cores ~2x
+(ours at 8 rows: 128 ms right after numpy, 26-32 ms on its own).
+Prints a table, writes results/skinny_matmul.{md,json}.
+
+    python -m benchmarks.engine.skinny_matmul [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from benchmarks.shared.common import commit, machine, write_results
+
+from adaserve.engine import EngineConfig, kernels
+from adaserve.engine.loader import load_models
+
+ROWS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    status = kernels.load()
+    if not status.available:
+        print(f"the compiled kernels are unavailable: {status.reason}")
+        return 1
+    m = load_models(EngineConfig(fast_kernels=False)).target
+    ws = [t for b in m.blocks for t in (b[1], b[2], b[4], b[5])] + [m.lm_head]
+    wn = [w.numpy() for w in ws]
+    nbytes = sum(w.numel() * 4 for w in ws)
+    ops = torch.ops.adaserve
+    backends = {
+        "ours (skinny)": lambda xs, xn: [ops.skinny_linear(x, w) for x, w in zip(xs, ws)],
+        "MKL F.linear": lambda xs, xn: [F.linear(x, w) for x, w in zip(xs, ws)],
+        "MKL W @ x.T": lambda xs, xn: [w @ x.t() for x, w in zip(xs, ws)],
+        "OpenBLAS (numpy) W @ x.T": lambda xs, xn: [w @ x.T for x, w in zip(xn, wn)],
+    }
+    inputs = {}
+    for t in ROWS:
+        xs = [torch.randn(t, w.shape[1]) for w in ws]
+        inputs[t] = (xs, [x.numpy() for x in xs])
+    times = {(b, t): [] for b in backends for t in ROWS}
+    for _ in range(args.rounds):
+        for b, fn in backends.items():
+            fn(*inputs[ROWS[0]])  # warm-up after the rest
+            for t in ROWS:
+                s = time.perf_counter()
+                fn(*inputs[t])
+                times[(b, t)].append(time.perf_counter() - s)
+            time.sleep(1.0)  # let any spinning worker threads go to sleep
+    med = {k: statistics.median(v) for k, v in times.items()}
+    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
+           "torch": torch.__version__, "date": dt.date.today().isoformat(), "commit": commit(),
+           "rounds": args.rounds, "weight_bytes": nbytes, "rows": list(ROWS),
+           "ms": {b: [med[(b, t)] * 1e3 for t in ROWS] for b in backends}}
+    lines = ["# Skinny matmuls: the model's 121 weight matrices at T input rows", "",
+             f"- command: `{res['command']}`", f"- machine: {res['machine']}, torch {res['torch']}",
+             f"- date: {res['date']}, commit {res['commit']}; medians of {args.rounds} "
+             f"rounds, one backend at a time with a 1 s rest between; {nbytes / 1e6:.0f} MB of fp32 weights per pass", "",
+             "ms for all 121 products (lower is better; best per row count in bold):", "",
+             "| T | " + " | ".join(backends) + " |", "|---|" + "---|" * len(backends)]
+    for i, t in enumerate(ROWS):
+        best = min(res["ms"][b][i] for b in backends)
+        lines.append(f"| {t} | " + " | ".join(
+            (f"**{res['ms'][b][i]:.1f}**" if res["ms"][b][i] == best else f"{res['ms'][b][i]:.1f}")
+            for b in backends) + " |")
+    lines += ["", "The engine takes the compiled kernel up to 32 rows (`SKINNY_ROWS`) and MKL "
+              "(W @ x.T) beyond, where prefill chunks are compute-bound.", ""]
+    write_results("skinny_matmul", "\n".join(lines), res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""Memory and time of the CPU fleet (issue 28): results/fleet_cpu.md.
+
+Starts `adaserve sglang fleet-cpu --replicas N` (ADASERVE replicas with serve-cpu's real
+draft, the test tier's lean settings), then:
+
+- start-up: seconds until the fleet is ready (every replica answers, then router, front);
+- memory: proportional set size (PSS, MiB: resident memory, shared pages split among
+  the processes sharing them) of each part with all its child processes, idle and the
+  peak while serving, sampled every 0.5 s;
+- time: ``--requests`` requests of ``--tokens`` tokens, ``--concurrency`` at a time,
+  through the fleet, then the same requests straight to replica 0 alone (one replica at
+  the same load), rounds alternating so a slow spell of the machine lands on both;
+  wall time, output tokens/s and median request latency of each;
+- a replica killed: ``--concurrency`` requests in flight through the fleet, replica N-1's
+  process group SIGKILLed once it holds some; requests that failed and those that
+  finished, then requests after the router's health checks took it out.
+
+Timings need a quiet machine: the numbers depend on everything else running on the
+cores.
+
+    python -m benchmarks.fleet.cpu [--replicas 2] [--requests 16] [--concurrency 4]
+        [--tokens 32] [--rounds 2] [--out results/fleet_cpu.md]
+
+Run it with SGLang's venv (.venv-sglang/bin/python): it starts SGLang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shlex
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import psutil
+
+from benchmarks.shared.common import RESULTS, ROOT, commit, machine
+
+from adaserve.sglang.cpu.fleet import FleetProcess
+
+PROMPTS = ["The capital of France is", "def fibonacci(n):", "List three prime numbers:",
+           "Once upon a time", "Water boils at", "The best way to learn is"]
+REPLICA_ARGS = ["--max-running-requests", "8", "--max-total-tokens", "4096",
+                "--steps", "3", "--topk", "2", "--draft-tokens", "4",
+                "--slo-classes", "urgent=1,relaxed=100000,best-effort",
+                "--default-class", "relaxed"]
+HEALTH_CHECK_S = 2
+
+
+def pss_mib(pid: int) -> float:
+    """A process and all its descendants, proportional set size in MiB (0 once it is
+    gone): resident memory with each shared page split among the processes sharing it, so
+    a part's processes (SGLang's server, scheduler, detokenizer share their libraries) and
+    the parts add up without counting a page twice."""
+    try:
+        p = psutil.Process(pid)
+        procs = [p, *p.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0
+    for q in procs:
+        try:
+            total += q.memory_full_info().pss
+        except psutil.NoSuchProcess:
+            pass
+    return total / 2**20
+
+
+class Sampler:
+    """Peak PSS per part while running, every 0.5 s in a thread."""
+
+    def __init__(self, parts: dict[str, int]) -> None:
+        self.parts, self.peak = parts, {k: 0.0 for k in parts}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(0.5):
+            for k, pid in self.parts.items():
+                self.peak[k] = max(self.peak[k], pss_mib(pid))
+
+    def stop(self) -> dict[str, float]:
+        self.stopped.set()
+        self.thread.join()
+        return self.peak
+
+
+def generate(url: str, prompt: str, tokens: int) -> tuple[int, int, float]:
+    """(status, output tokens, seconds) of one greedy request."""
+    t0 = time.perf_counter()
+    try:
+        r = httpx.post(url + "/generate", timeout=1200, json={
+            "text": prompt, "sampling_params": {"temperature": 0, "ignore_eos": True,
+                                                "max_new_tokens": tokens}})
+    except httpx.HTTPError:
+        return 0, 0, time.perf_counter() - t0
+    n = r.json()["meta_info"]["completion_tokens"] if r.status_code == 200 else 0
+    return r.status_code, n, time.perf_counter() - t0
+
+
+def load(url: str, n: int, concurrency: int, tokens: int) -> dict:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        rs = list(pool.map(lambda i: generate(url, PROMPTS[i % len(PROMPTS)], tokens),
+                           range(n)))
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "ok": sum(s == 200 for s, _, _ in rs),
+            "tokens": sum(k for _, k, _ in rs), "latencies": [t for _, _, t in rs]}
+
+
+def running(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=60).text
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
+               if ln.startswith(("sglang:num_running_reqs", "sglang:num_queue_reqs")))
+
+
+def kill_one(fleet: FleetProcess, concurrency: int, tokens: int) -> dict:
+    victim = fleet.replicas[max(fleet.replicas)]
+    results: list = []
+    with ThreadPoolExecutor(concurrency) as pool:
+        futs = []
+        for i in range(concurrency):
+            futs.append(pool.submit(generate, fleet.url, PROMPTS[i % len(PROMPTS)], tokens))
+            time.sleep(0.3)
+        t0 = time.monotonic()
+        while running(victim["url"]) < 1 and time.monotonic() - t0 < 300:
+            time.sleep(0.2)
+        on_victim = running(victim["url"])
+        os.killpg(victim["pid"], signal.SIGKILL)
+        results = [f.result() for f in futs]
+    time.sleep(4 * HEALTH_CHECK_S)
+    after = [generate(fleet.url, p, 4) for p in PROMPTS[:4]]
+    return {"on_victim": on_victim, "ok": sum(s == 200 and k == tokens for s, k, _ in results),
+            "failed": sum(s != 200 for s, _, _ in results),
+            "statuses": sorted({s for s, _, _ in results}),
+            "after_ok": sum(s == 200 for s, _, _ in after), "after": len(after)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-kill", action="store_true", help="skip the killed-replica run")
+    ap.add_argument("--out", type=Path, default=RESULTS / "fleet_cpu.md")
+    args = ap.parse_args()
+    logdir = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADASERVE_")
+           or k == "ADASERVE_CACHE_DIR"}
+    fleet = FleetProcess(["--replicas", str(args.replicas), "--port", "0", "--replica-port",
+                          "0", "--router-metrics-port", "0", "--health-check-interval",
+                          str(HEALTH_CHECK_S), "--log-dir", str(logdir), "--",
+                          *REPLICA_ARGS], logdir / "fleet.out", env=env, cwd=ROOT)
+    try:
+        parts = {f"{ln['fleet']} {ln['index']}": ln["pid"] for ln in fleet.parts}
+        time.sleep(5)
+        idle = {k: pss_mib(pid) for k, pid in parts.items()}
+        sampler = Sampler(parts)
+        one = fleet.replicas[0]["url"]
+        runs = {"fleet": [], "one replica": []}
+        for _ in range(args.rounds):
+            runs["fleet"].append(load(fleet.url, args.requests, args.concurrency, args.tokens))
+            runs["one replica"].append(load(one, args.requests, args.concurrency, args.tokens))
+        peak = sampler.stop()
+        killed = None if args.no_kill else kill_one(fleet, args.concurrency, args.tokens)
+    finally:
+        fleet.stop()
+    page = render(args, fleet, idle, peak, runs, killed)
+    args.out.write_text(page)
+    print(page)
+    return 0
+
+
+def render(args, fleet, idle, peak, runs, killed) -> str:
+    cmd = ".venv-sglang/bin/python -m benchmarks.fleet.cpu " + " ".join(
+        shlex.quote(a) for a in sys.argv[1:])
+    lines = [
+        "# The CPU fleet: memory and time",
+        "",
+        f"- command: `{cmd}`",
+        f"- machine: {machine()}",
+        f"- date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
+        f"commit {commit()}",
+        f"- fleet: `adaserve sglang fleet-cpu --replicas {args.replicas} -- "
+        f"{' '.join(REPLICA_ARGS)}` (ADASERVE, serve-cpu's default draft: our distilled "
+        "draft with a full-vocabulary head), router "
+        "round_robin, the SLO front",
+        f"- load: {args.requests} greedy requests of {args.tokens} tokens, "
+        f"{args.concurrency} at a time, {args.rounds} rounds alternating the fleet and "
+        "replica 0 alone",
+        "",
+        f"Ready in {fleet.ready_s:.0f} s (replica 0 alone, then the others together, the "
+        "router, the front).",
+        "",
+        "## Memory (PSS with child processes, MiB)",
+        "",
+        "| part | idle | peak while serving |",
+        "|---|---|---|",
+    ]
+    for k in idle:
+        lines.append(f"| {k} | {idle[k]:,.0f} | {peak[k]:,.0f} |")
+    lines += [f"| whole fleet | {sum(idle.values()):,.0f} | {sum(peak.values()):,.0f} |", "",
+              "## Time", "",
+              "| target | wall s (median of rounds) | output tok/s | request latency p50 s "
+              "| ok |", "|---|---|---|---|---|"]
+    for name, rs in runs.items():
+        wall = statistics.median(r["wall_s"] for r in rs)
+        tps = statistics.median(r["tokens"] / r["wall_s"] for r in rs)
+        lat = statistics.median(t for r in rs for t in r["latencies"])
+        ok = sum(r["ok"] for r in rs)
+        lines.append(f"| {name} | {wall:.1f} | {tps:.2f} | {lat:.1f} | {ok}/"
+                     f"{args.requests * len(rs)} |")
+    if killed is not None:
+        lines += ["", "## A replica killed", "",
+                  f"{args.concurrency} requests in flight; replica {args.replicas - 1} held "
+                  f"{killed['on_victim']:g} (running and queued) when its process group was "
+                  f"killed: {killed['ok']} finished whole, {killed['failed']} failed "
+                  f"(statuses {killed['statuses']}; 0 is a dropped connection). After two "
+                  f"health checks: {killed['after_ok']} of {killed['after']} new requests "
+                  "served."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Simulated fleet runs (issue 28), kept as one small JSON each.
+
+A run is (set-up, trace, rate scale = replicas, router, policy, seed). It is kept under
+results/sim/fleet-runs/<pair>/<trace sha>/<policy>-<router>-x<N>-s<seed>.json with what
+it was run on and what it measured, and reused while those inputs are unchanged. The
+inputs include a hash of the scheduling code (scheduler/, adaserve/engine/*.py,
+adaserve/sim/*.py) taken over its syntax trees without docstrings, so a comment, a docstring
+or the layout may change and the runs stay; a change to a policy or to the loop runs
+everything again, so the page can simply be re-run after one.
+
+Of the set-up file, the inputs hold what the run's policy runs on (``system_sha``: the
+engine settings and its own entry), so an entry added for another policy keeps the runs.
+A change that cannot alter what a kept run measured (a new policy or router class beside
+the ones the runs use, an edit of the set-up's other entries) still changes a hash. `rekey`
+then checks instead of re-running everything: it re-runs a few runs of each older code or
+set-up version and gives that version's runs the current keys only if every re-run
+measures exactly what was kept (`python -m benchmarks.fleet.sim --rekey`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.shared.common import RESULTS
+from benchmarks.paper.kit import KIT, SETUPS, PaperSetup
+from benchmarks.paper.runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha, system_sha
+from benchmarks.shared.run_keys import code_sha, policy_sha, router_sha
+
+from adaserve.loadgen.records import Record, summarize
+from adaserve.sim.fleet import simulate_fleet
+from adaserve.sim.hardware import DATA as HW_DATA
+from adaserve.sim.scale import scale_rate
+
+RUNS = RESULTS / "sim" / "fleet-runs"
+
+
+@dataclass(frozen=True, slots=True)
+class FleetTask:
+    setup: PaperSetup
+    trace: Path
+    replicas: int  # also the rate scale
+    router: str  # a router spec (adaserve.sim.routers.make_router)
+    policy: str
+    seed: int
+
+    def inputs(self) -> dict:
+        hw = self.setup.deploy.hardware_of(self.policy)
+        return {"trace_sha": _sha(self.trace), "deployment": self.setup.deployment,
+                "deployment_sha": system_sha(self.setup.deploy, self.policy),
+                "hardware": hw, "hardware_sha": _model_sha(HW_DATA / f"{hw}.json"),
+                "acceptance": self.setup.acceptance,
+                "acceptance_sha": _model_sha(ACC_DATA / f"{self.setup.acceptance}.json"),
+                "policy": self.policy, "router": self.router, "replicas": self.replicas,
+                "seed": self.seed, "code_sha": code_sha(),
+                "policy_sha": policy_sha(self.policy), "router_sha": router_sha(self.router)}
+
+    @property
+    def path(self) -> Path:
+        name = f"{self.policy}-{self.router.replace(':', '_')}-x{self.replicas}-s{self.seed}"
+        return RUNS / self.setup.key / _sha(self.trace)[:12] / f"{name}.json"
+
+
+def _classes(records: list[Record]) -> dict:
+    return {r.slo_class: {"sent": r.sent, "attainment": None if r.attainment is None
+                          else 100 * r.attainment, "goodput": r.goodput_tok_s}
+            for r in summarize(records, TTFT_SLO_MS)}
+
+
+MEASURED = ("requests", "iterations", "simulated_s", "classes", "replicas")  # what a run found
+
+
+def measure(task: FleetTask) -> dict:
+    """Run one task (N copies of the engine loop behind the router)."""
+    reqs = scale_rate(task.setup.requests(task.trace), task.replicas)
+    res = simulate_fleet(task.setup.sim_setup(task.policy), reqs, task.replicas,
+                         task.router, task.seed)
+    return {"inputs": task.inputs(), "trace": task.trace.name, "requests": len(reqs),
+            "iterations": res.iterations, "simulated_s": res.simulated_s,
+            "wall_s": res.wall_s, "date": time.strftime("%Y-%m-%d"),
+            "classes": _classes(res.records),
+            "replicas": [_classes(res.of_replica(k))["overall"] for k in range(task.replicas)]}
+
+
+def execute(task: FleetTask) -> dict:
+    """Run one task and keep it."""
+    out = measure(task)
+    task.path.parent.mkdir(parents=True, exist_ok=True)
+    task.path.write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+def result(task: FleetTask) -> dict:
+    """The kept run if its inputs are still the task's, else a new one (logged)."""
+    if task.path.is_file():
+        kept = json.loads(task.path.read_text())
+        if kept["inputs"] == task.inputs():
+            return kept
+    t0 = time.perf_counter()
+    out = execute(task)
+    print(f"  {task.trace.stem} x{task.replicas} {task.router}: "
+          f"{out['classes']['overall']['attainment']:.1f}% "
+          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    return out
+
+
+# ---- re-keying kept runs after a change that cannot move them ------------------------------
+
+def _task_of(kept: dict) -> FleetTask | None:
+    """The task a kept run answers, None if its set-up is no longer shipped."""
+    i = kept["inputs"]
+    setups = [s for s in SETUPS.values() if s.deployment == i.get("deployment")]
+    trace = KIT / "traces" / kept["trace"]
+    if not setups or not trace.is_file():
+        return None
+    return FleetTask(setups[0], trace, i["replicas"], i["router"], i["policy"], i["seed"])
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Whether two runs measured exactly the same (through JSON, as kept)."""
+    return all(json.loads(json.dumps(a[k])) == json.loads(json.dumps(b[k])) for k in MEASURED)
+
+
+def rekey(check: int = 2) -> list[str]:
+    """Give kept runs of an older code version, or made before an edit of their set-up
+    file, the current keys where a re-run shows the change did not move them; a line per
+    version says what was done.
+
+    A run qualifies when its inputs differ from its task's in the code hash, the set-up's
+    hash for its policy, or both. Its version's `check` samples are the cheapest run at the
+    fewest replicas and at the most (then the next cheapest runs): a change that moves one
+    N, or one router, shows there first. A sample is a check, not a proof; the page's runs
+    are what `--rekey` leaves."""
+    keys = ("code_sha", "deployment_sha")
+    groups: dict[tuple[str, str], list[tuple[Path, dict, FleetTask]]] = {}
+    for path in sorted(RUNS.rglob("*.json")):
+        kept = json.loads(path.read_text())
+        task = _task_of(kept)
+        if task is None:
+            continue
+        now = task.inputs()
+        if kept["inputs"] == now:
+            continue
+        if kept["inputs"] == {**now, **{k: kept["inputs"][k] for k in keys}} and task.path == path:
+            groups.setdefault(tuple(kept["inputs"][k] for k in keys), []).append((path, kept, task))
+    lines = []
+    for (old_code, old_setup), runs in groups.items():
+        name = f"code {old_code[:12]}, set-up {old_setup[:12]}"
+        by_cost = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))
+        ends = {min(r[2].replicas for r in runs), max(r[2].replicas for r in runs)}
+        picks = [next(r for r in by_cost if r[2].replicas == n) for n in sorted(ends)]
+        picks += [r for r in by_cost if r not in picks][:max(check - len(picks), 0)]
+        picks = picks[:check]
+        moved = [r[0].name for r in picks if not _same(measure(r[2]), r[1])]
+        if moved:
+            lines.append(f"{name}: {len(runs)} runs left stale, re-runs differ: "
+                         f"{', '.join(moved)}")
+            continue
+        for path, kept, task in runs:
+            kept["inputs"] = task.inputs()
+            path.write_text(json.dumps(kept, indent=1) + "\n")
+        lines.append(f"{name}: {len(runs)} runs re-keyed to code {code_sha()[:12]} "
+                     f"({len(picks)} re-run identical: {', '.join(r[0].name for r in picks)})")
+    return lines or ["no kept run differs from its task in the code or set-up hash alone"]
