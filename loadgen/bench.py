@@ -9,7 +9,9 @@ Experiments:
 - rate: attainment and goodput against request rate (--rates), class mix --mix;
 - urgent: attainment against the urgent proportion (--urgent) at --rate;
 - slo-scale: attainment against the urgent SLO as a multiple of the baseline latency
-  (--scales, seed 002 Fig. 10) at --rate.
+  (--scales, seed 002 Fig. 10) at --rate;
+- context-grid: no server, no load: speculative vs incremental tok/s on a batch x context
+  grid, in-process (context_grid.py, context_grid_page.py).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
 from adaserve.scheduler import split_specs
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
-EXPERIMENTS = ("rate", "urgent", "slo-scale", "domain-shift")
+EXPERIMENTS = ("rate", "urgent", "slo-scale", "domain-shift", "context-grid")
 
 DESCRIPTION = """\
 Compare scheduling policies under the same load: for each policy, start `adaserve serve`,
@@ -52,6 +54,10 @@ experiments:
   domain-shift  accepted tokens per step with online draft adaptation on vs off, over
              the domain-shift stream (--requests of it, in --batch batches, no server;
              resumable: it stops after --piece-minutes, the same command continues)
+  context-grid
+             speculative vs incremental tokens/s on a batch x context grid (--batches,
+             --contexts, --forms: draft forms with whole or bounded draft KV), in-process
+             on the embedded engine, no server (loadgen/context_grid.py)
 
 With --trace FILE (a paper trace), the requests are its first --requests rows, their
 prompt and output lengths and SLOs, the gaps scaled to each --rates rate; the servers get a
@@ -63,7 +69,8 @@ result pages are the same.
 
 example:
   adaserve bench --experiment rate --rates 0.5,1.0,1.5 --requests 30 --repeats 2
-  adaserve bench --backend sim --experiment rate --rates 0.5,1.0,1.5 --out results/sim-rate"""
+  adaserve bench --backend sim --experiment rate --rates 0.5,1.0,1.5 --out results/sim-rate
+  adaserve bench --experiment context-grid --batches 1,8 --contexts 512,4096 --repeats 2"""
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -136,6 +143,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                        help="own-domain requests the forgetting check replays")
     shift.add_argument("--parity-sample", type=int, default=16,
                        help="requests served by adapted drafts generated again incrementally")
+    from adaserve.loadgen.context_grid_page import add_args as _grid_args
+
+    _grid_args(p)
     sim = p.add_argument_group("--backend sim")
     sim.add_argument("--hardware", default="cpu-smollm2-135m",
                      help="hardware model: a shipped one or a JSON file (docs/sim-models.md)")
@@ -197,6 +207,10 @@ def main(args: argparse.Namespace) -> int:
 
         args.max_tokens = args.max_tokens or 32
         return domain_shift.main(args)
+    if args.experiment == "context-grid":
+        from adaserve.loadgen.context_grid_page import main as grid_main
+
+        return grid_main(args)
     out = args.out or Path("results") / args.experiment
     if args.rewrite_page:
         try:

@@ -69,16 +69,27 @@ def chunk_batch(slots: slice | torch.Tensor, starts: torch.Tensor, chunks: list[
     ``logits``: a row per chunk token, one per request (its last token), or none (prefill
     only fills the cache; the LM head is the costliest matmul of a small model).
     """
+    tokens, lens, valid = padded_chunks(chunks)
+    n, q = tokens.shape
+    idx = torch.arange(q)[None, :].expand(n, q)
+    anc = chain_ancestors(q)[None].expand(n, q, q) & valid[:, None, :]
+    return tree_batch(slots, starts, starts, tokens, idx, idx, anc, valid, trash_col,
+                      logit_rows(logits, lens, q))
+
+
+def padded_chunks(chunks: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tokens [n, Q] right-padded with 0, lengths [n], valid [n, Q]."""
     n = len(chunks)
     lens = torch.tensor([len(c) for c in chunks], dtype=torch.int64)
     q = int(lens.max())
     tokens = torch.zeros(n, q, dtype=torch.int64)
     for i, c in enumerate(chunks):
         tokens[i, : len(c)] = torch.as_tensor(c, dtype=torch.int64)
-    ar = torch.arange(q)
-    valid = ar[None, :] < lens[:, None]
-    idx = ar[None, :].expand(n, q)
-    anc = chain_ancestors(q)[None].expand(n, q, q) & valid[:, None, :]
-    out = {"all": None, "last": torch.arange(n) * q + lens - 1,
-           "none": torch.zeros(0, dtype=torch.int64)}[logits]
-    return tree_batch(slots, starts, starts, tokens, idx, idx, anc, valid, trash_col, out)
+    return tokens, lens, torch.arange(q)[None, :] < lens[:, None]
+
+
+def logit_rows(logits: Literal["all", "last", "none"], lens: torch.Tensor,
+               q: int) -> torch.Tensor | None:
+    """ForwardBatch.out_rows of chunks of ``lens`` tokens padded to q."""
+    return {"all": None, "last": torch.arange(len(lens)) * q + lens - 1,
+            "none": torch.zeros(0, dtype=torch.int64)}[logits]

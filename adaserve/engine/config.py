@@ -54,9 +54,19 @@ class EngineConfig:
     # (scheduler/refit.py), not only its scale; the simulator's kept runs predate it and
     # keep the scale alone
     latency_refit: bool = True
-    kv_cache_mb: int = 1024  # target + draft KV pools together, allocated at start-up
-    max_batch: int = 32  # running requests (KV slots) at most
-    max_context: int = 1024  # prompt + output tokens per request
+    # target + draft KV pools together, allocated at start-up; "auto": KV_MEMORY_FRACTION
+    # of the memory available once the weights are loaded (kv_pool.py)
+    kv_cache_mb: int | str = 1024
+    max_batch: int = 32  # running requests (KV slots) at most; fewer if the pool is smaller
+    # prompt + output tokens per request, up to the model's own context (8192 for
+    # SmolLM2; checked when the model is loaded)
+    max_context: int = 1024
+    # The draft's bounded KV (StreamingLLM, seed 001 §4): None keeps the draft's whole
+    # context; N keeps draft_sinks first tokens + the N most recent ones per request, so a
+    # draft step's cost stays flat in the context (draft_window.py). The target always
+    # keeps its full cache, so outputs do not change, only acceptance.
+    draft_window: int | None = None
+    draft_sinks: int = 4
     prefill_chunk: int = 128  # prompt tokens prefilled per iteration, across requests
     # "chunked": each iteration prefills a chunk, then the running requests decode (Sarathi-
     # Serve's piggybacking); "first": an iteration with prompt work prefills only, and the
@@ -81,8 +91,13 @@ class EngineConfig:
         if self.policy != "incremental" and self.draft is None:
             raise ValueError(f"policy {self.policy!r} speculates and needs a draft model "
                              "(draft='target', 'layers:N' or a model directory)")
-        ints = {"max_depth": 1, "max_width": 1, "min_depth": 1, "kv_cache_mb": 1, "max_batch": 1,
-                "max_context": 2, "prefill_chunk": 1, "max_waiting": 0}
+        if self.kv_cache_mb != "auto" and (isinstance(self.kv_cache_mb, bool)
+                                           or not isinstance(self.kv_cache_mb, int)
+                                           or self.kv_cache_mb < 1):
+            raise ValueError(f"kv_cache_mb must be 'auto' or an integer >= 1, "
+                             f"got {self.kv_cache_mb!r}")
+        ints = {"max_depth": 1, "max_width": 1, "min_depth": 1, "max_batch": 1,
+                "max_context": 2, "prefill_chunk": 1, "max_waiting": 0, "draft_sinks": 0}
         for name, low in ints.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
@@ -93,7 +108,7 @@ class EngineConfig:
         for name in ("cost_aware_depth", "latency_refit"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        for name in ("budget", "draft_budget", "slo_drop_slack"):
+        for name in ("budget", "draft_budget", "slo_drop_slack", "draft_window"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"{name} must be None or an integer >= 1, got {v!r}")

@@ -14,6 +14,7 @@ import torch
 
 from adaserve.engine.batch import chunk_batch, tree_batch
 from adaserve.engine.beam import TreeArrays, beam_step, layer_widths
+from adaserve.engine.draft_window import DraftWindow
 from adaserve.engine.kv_cache import KVCache
 from adaserve.engine.model import Llama
 from adaserve.engine.request import Request
@@ -24,24 +25,33 @@ from adaserve.scheduler import CandidateBatch, SpecPlan
 class DraftTrees:
     candidates: CandidateBatch  # tree node t >= 1 has draft K/V at scratch column t - 1
     scratch_base: np.ndarray  # [n] int64, first scratch column of each request
+    committed: np.ndarray  # [n] int64, tokens each request had (node at depth k: position
+    #                        committed - 1 + k)
     fed_depth: int  # nodes shallower than this were fed to the draft (their K/V exist)
 
 
 def draft_trees(model: Llama, kv: KVCache, reqs: list[Request], draft_len: np.ndarray,
-                plan: SpecPlan, token_ids: torch.Tensor | None = None) -> DraftTrees:
+                plan: SpecPlan, token_ids: torch.Tensor | None = None,
+                window: DraftWindow | None = None) -> DraftTrees:
     """Candidate trees for the n decoding requests in slots [0, n).
 
     ``draft_len`` [>= n] holds the tokens each slot's draft cache has seen; they are fed the
     rest of their committed sequence first, and it is updated to cover it. ``token_ids``
-    maps a draft whose head covers a vocabulary subset back to target ids.
+    maps a draft whose head covers a vocabulary subset back to target ids. ``window``: the
+    draft's KV is bounded (draft_window.py), else it holds the whole context.
     """
     n = len(reqs)
     starts = torch.from_numpy(draft_len[:n].copy())
     catch_up = [r.tokens[int(draft_len[i]):] for i, r in enumerate(reqs)]
-    fb = chunk_batch(slice(0, n), starts, catch_up, kv.trash_col, "last")
-    logp = torch.log_softmax(model(kv, fb).float(), dim=-1)  # [n, V']
+    if window is None:
+        logits = model(kv, chunk_batch(slice(0, n), starts, catch_up, kv.trash_col, "last"))
+    else:
+        logits = window.feed(model, kv, slice(0, n), starts, catch_up, want_logits=True)
+    logp = torch.log_softmax(logits.float(), dim=-1)  # [n, V']
     m = torch.tensor([len(r.tokens) for r in reqs], dtype=torch.int64)
     draft_len[:n] = m.numpy()
+    # the tree's scratch starts after the columns the context occupies
+    col = m if window is None else m.clamp(max=window.ring_end)  # [n]
     sizes = layer_widths(plan, n)
     tree = TreeArrays(n, sizes)
     anc = torch.zeros(n, tree.n_nodes - 1, tree.n_nodes - 1, dtype=torch.bool)  # scratch nodes
@@ -58,7 +68,7 @@ def draft_trees(model: Llama, kv: KVCache, reqs: list[Request], draft_len: np.nd
         par_rows = anc[torch.arange(n)[:, None], (par - 1).clamp(min=0)]  # [n, L, S]
         anc[:, scratch] = par_rows & (par >= 1)[:, :, None]
         anc[:, scratch, scratch] = True
-        fb = tree_batch(slice(0, n), m, m - 1, tree.token[:, p_off:p_off + p_len],
+        fb = tree_batch(slice(0, n), col, m - 1, tree.token[:, p_off:p_off + p_len],
                         tree.depth[:, p_off:p_off + p_len], scratch[None].expand(n, p_len),
                         anc[:, scratch], torch.ones(n, p_len, dtype=torch.bool), kv.trash_col)
         v = model(kv, fb).float()
@@ -68,7 +78,7 @@ def draft_trees(model: Llama, kv: KVCache, reqs: list[Request], draft_len: np.nd
                                                   plan.expansion is not None)
         tree.add_layer(local_parent, _to_target(new_tok, token_ids), new_lp)
     cands = tree.candidates([r.tokens[-1] for r in reqs])
-    return DraftTrees(cands, m.numpy(), plan.depth)
+    return DraftTrees(cands, col.numpy(), m.numpy(), plan.depth)
 
 
 def _to_target(idx: torch.Tensor, token_ids: torch.Tensor | None) -> torch.Tensor:

@@ -65,3 +65,14 @@ class KVCache:
             tmp = t[:, a, :, :m].clone()
             t[:, a, :, :m] = t[:, b, :, :m]
             t[:, b, :, :m] = tmp
+
+    def copy_columns(self, other: KVCache, slots: list[np.ndarray], src: list[np.ndarray],
+                     dst: list[np.ndarray]) -> None:
+        """In slot slots[j][i], column dst[j][i] of every layer := other's column src[j][i]
+        (a cache of the same layers and heads: the target's, for its self-draft)."""
+        if not slots:
+            return
+        slots, src, dst = (torch.from_numpy(np.concatenate(a).astype(np.int64))
+                           for a in (slots, src, dst))
+        self.k[:, slots, :, dst] = other.k[:, slots, :, src]
+        self.v[:, slots, :, dst] = other.v[:, slots, :, src]

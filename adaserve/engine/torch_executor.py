@@ -11,8 +11,10 @@ import torch
 from adaserve.engine.batch import chunk_batch
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.draft import DraftTrees, draft_trees
+from adaserve.engine.draft_window import DraftWindow
 from adaserve.engine.executor import Drafted, Executor, PrefillChunk, VerifyResult
 from adaserve.engine.kv_cache import KVCache
+from adaserve.engine.kv_pool import plan_pool
 from adaserve.engine.loader import Models
 from adaserve.engine.model import Llama
 from adaserve.engine.request import Request
@@ -24,7 +26,8 @@ _REFILL_ROWS = 8
 
 
 class TorchExecutor(Executor):
-    """Runs the iteration's forwards on ``models``; sizes its KV pools from ``cfg``.
+    """Runs the iteration's forwards on ``models``; sizes its KV pools from ``cfg``
+    (kv_pool.py), the draft's whole-context or bounded (draft_window.py).
 
     ``max_tree``: the most nodes one request's candidate tree can have (its scratch columns).
     ``use_draft=False`` leaves the draft idle (no prefill, no KV) for a policy that never
@@ -35,25 +38,16 @@ class TorchExecutor(Executor):
                  use_draft: bool = True) -> None:
         self.models = models
         tcfg = models.target.cfg
-        # A slot holds the context, a verification tree's scratch and the trash column.
-        slot_len = cfg.max_context + max_tree + 1
-        dt = models.target.dtype
-        per_slot = KVCache.bytes_per_slot(tcfg.layers, tcfg.kv_heads, tcfg.head_dim, slot_len, dt)
         d = models.draft if use_draft else None
-        if d is not None and d is not models.target:
-            per_slot += KVCache.bytes_per_slot(d.n_layers, d.cfg.kv_heads, d.cfg.head_dim,
-                                               slot_len, dt)
-        elif d is models.target:
-            per_slot *= 2
-        n_slots = min(cfg.max_batch, cfg.kv_cache_mb * 2**20 // per_slot)
-        if n_slots < 1:
-            raise ValueError(f"kv_cache_mb={cfg.kv_cache_mb} cannot hold one request of "
-                             f"max_context={cfg.max_context} ({per_slot / 2**20:.1f} MiB each)")
-        dev = models.device
+        self.window = None if d is None or cfg.draft_window is None else \
+            DraftWindow(cfg.draft_sinks, cfg.draft_window)
+        self.pool = plan_pool(cfg, models, max_tree, self.window, d is not None)
+        n_slots, dt, dev = self.pool.n_slots, models.target.dtype, models.device
         self.kv = KVCache(models.target.n_layers, n_slots, tcfg.kv_heads, tcfg.head_dim,
-                          slot_len, dt, dev)
+                          self.pool.slot_len, dt, dev)
         self.draft_kv = None if d is None else KVCache(
-            d.n_layers, n_slots, d.cfg.kv_heads, d.cfg.head_dim, slot_len, dt, dev)
+            d.n_layers, n_slots, d.cfg.kv_heads, d.cfg.head_dim, self.pool.draft_slot_len, dt,
+            dev)
         self.draft_len = np.zeros(n_slots, np.int64)  # [slots] tokens each draft slot holds
         self.n_slots = n_slots
         self.vocab = tcfg.vocab
@@ -69,18 +63,31 @@ class TorchExecutor(Executor):
     def prefill(self, chunks: Sequence[PrefillChunk]) -> None:
         slots = torch.tensor([c.slot for c in chunks])
         starts = torch.tensor([c.start for c in chunks])
-        # one batch serves both models: the two caches share slot_len and trash column
-        fb = chunk_batch(slots, starts, [list(c.tokens) for c in chunks], self.kv.trash_col,
-                         "none")
+        toks = [list(c.tokens) for c in chunks]
+        fb = chunk_batch(slots, starts, toks, self.kv.trash_col, "none")
         self.models.target(self.kv, fb)
-        if self.draft_kv is not None:
+        if self.draft_kv is None:
+            return
+        if self.window is None:  # the two caches share slot_len and trash column
             self.models.draft(self.draft_kv, fb)
-            for c in chunks:
-                self.draft_len[c.slot] = c.start + len(c.tokens)
+        elif self.models.draft is self.models.target:
+            # self-speculation: the draft's window is the target's own K/V of the prompt,
+            # compressed (MagicDec's StreamingLLM draft), not a second forward
+            self._copy_from_target(chunks)
+        else:
+            self.window.feed(self.models.draft, self.draft_kv, slots, starts, toks,
+                             want_logits=False)
+        for c in chunks:
+            self.draft_len[c.slot] = c.start + len(c.tokens)
+
+    def _copy_from_target(self, chunks: Sequence[PrefillChunk]) -> None:
+        pos = [self.window.kept(c.start, c.start + len(c.tokens)) for c in chunks]
+        slots = [np.full(p.size, c.slot) for c, p in zip(chunks, pos)]
+        self.draft_kv.copy_columns(self.kv, slots, pos, [self.window.columns(p) for p in pos])
 
     def draft(self, reqs: Sequence[Request], plan: SpecPlan) -> Drafted:
         trees = draft_trees(self.models.draft, self.draft_kv, list(reqs), self.draft_len, plan,
-                            self.models.draft_token_ids)
+                            self.models.draft_token_ids, self.window)
         return Drafted(trees.candidates, trees)
 
     def verify(self, reqs: Sequence[Request], candidates: CandidateBatch, mask: np.ndarray,
@@ -116,22 +123,28 @@ class TorchExecutor(Executor):
         for i, nodes in enumerate(result.accepted):
             fed = nodes[cands.depth[i, nodes] < trees.fed_depth]
             if fed.size:
-                base = int(trees.scratch_base[i])
                 slots.append(np.full(fed.size, i))
-                src.append(base + fed - 1)
-                dst.append(base + cands.depth[i, fed] - 1)
+                src.append(int(trees.scratch_base[i]) + fed - 1)
+                # the node at depth k has position committed - 1 + k
+                dst.append(self._draft_cols(int(trees.committed[i]) - 1 + cands.depth[i, fed]))
                 self.draft_len[i] += fed.size
         self.draft_kv.move_columns(slots, src, dst)
+
+    def _draft_cols(self, pos: np.ndarray | int) -> np.ndarray | int:
+        return pos if self.window is None else self.window.columns(pos)
+
+    def _draft_used(self, length: int) -> int:
+        return length if self.window is None else self.window.used(length)
 
     def swap_slots(self, a: int, b: int, len_a: int, len_b: int) -> None:
         self.kv.swap_slots(a, b, len_a, len_b)
         if self.draft_kv is not None:
             la, lb = int(self.draft_len[a]), int(self.draft_len[b])
-            self.draft_kv.swap_slots(a, b, la, lb)
+            self.draft_kv.swap_slots(a, b, self._draft_used(la), self._draft_used(lb))
             self.draft_len[a], self.draft_len[b] = lb, la
 
     def copy_slot(self, src: int, dst: int, length: int) -> None:
         self.kv.copy_slot(src, dst, length)
         if self.draft_kv is not None:
-            self.draft_kv.copy_slot(src, dst, int(self.draft_len[src]))
+            self.draft_kv.copy_slot(src, dst, self._draft_used(int(self.draft_len[src])))
             self.draft_len[dst] = self.draft_len[src]

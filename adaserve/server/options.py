@@ -33,10 +33,20 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=32, help="running requests at most")
     p.add_argument("--max-waiting", type=int, default=256,
                    help="queued requests beyond which new ones get 503 + Retry-After")
-    p.add_argument("--max-context", type=int, default=1024, help="prompt + output tokens")
-    p.add_argument("--kv-cache-mb", type=int, default=2048,
-                   help="KV memory (target + draft), allocated at start-up; 2048 holds 32 "
-                        "requests of 1024 tokens with the default pair")
+    p.add_argument("--max-context", type=int, default=1024,
+                   help="prompt + output tokens per request, up to the model's context "
+                        "(8192 for smollm2-135m)")
+    p.add_argument("--kv-cache-mb", type=_mb, default="auto",
+                   help="KV memory in MiB (target + draft), allocated at start-up; auto "
+                        "(default): half the memory available after the weights load. The "
+                        "KV slots (running requests) are this / a slot's size, at most "
+                        "--max-batch; the start-up log and /server_info say how many")
+    p.add_argument("--draft-window", type=int, default=None,
+                   help="bound the draft's KV to --draft-sinks first tokens + this many recent "
+                        "ones per request (StreamingLLM): a draft step's cost stays flat in "
+                        "the context; default: the draft keeps the whole context")
+    p.add_argument("--draft-sinks", type=int, default=4,
+                   help="attention-sink tokens the bounded draft KV keeps (default 4)")
     p.add_argument("--profile", type=Path, default=None,
                    help="profile file (default: the one `adaserve profile` saved for model + "
                         "draft; without one, a quick profile is measured at start-up)")
@@ -64,3 +74,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="larger request bodies get 413 (default 1 MiB)")
     p.add_argument("--log-level", default="info", type=str.lower,
                    choices=("debug", "info", "warning", "error"), help="(default info)")
+
+
+def _mb(value: str) -> int | str:
+    """--kv-cache-mb: "auto" or a whole number of MiB."""
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or MiB, got {value!r}") from None

@@ -55,6 +55,7 @@ async def server_info(srv: ServerDep) -> dict:
         "draft_budget": pol.spec_budget, "cost_aware_depth": pol.cost_aware_depth,
         "device": engine.models.device, "max_context": cfg.max_context,
         "max_batch": engine.core.n_slots, "max_waiting": cfg.max_waiting,
+        "kv_cache": _kv_cache(engine),
         "baseline_latency_ms": settings.baseline_ms,
         "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec,
                          "ttft_ms": _rounded(srv.default_ttft_ms(c.tpot_ms))}
@@ -68,6 +69,18 @@ async def server_info(srv: ServerDep) -> dict:
             "knee_found": engine.profile.knee_found},
         **settings.extra_info,
     }
+
+
+def _kv_cache(engine) -> dict | None:
+    """The KV pool as sized at start-up (engine/kv_pool.py); None off the torch executor."""
+    pool = getattr(engine.core.executor, "pool", None)
+    if pool is None:
+        return None
+    cfg = engine.config
+    return {"slots": pool.n_slots, "mib": round(pool.nbytes / 2**20, 1),
+            "slot_mib": round(pool.slot_bytes / 2**20, 2), "kv_cache_mb": cfg.kv_cache_mb,
+            "sized_from": pool.source, "draft_window": cfg.draft_window,
+            "draft_sinks": cfg.draft_sinks if cfg.draft_window is not None else None}
 
 
 def _rounded(ms: float | None) -> float | None:

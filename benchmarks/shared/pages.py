@@ -141,6 +141,8 @@ def module_of(command: str | None) -> str | None:
             w = MOVED.get(w, w)
             if (ROOT / w).is_file():
                 return w
+    if words[:2] == ["adaserve", "bench"] and "context-grid" in words:
+        return "loadgen/context_grid.py"  # in-process, not bench.py's server sweeps
     if words and words[0] == "adaserve" and len(words) > 1:
         return _CLI.get(words[1])
     return None

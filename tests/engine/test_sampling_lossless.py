@@ -3,9 +3,14 @@ distribution. Chi-square goodness of fit of 4000 sampled continuations against t
 distribution of the first three tokens (computed by transformers on the same weights), at
 significance 0.001 per position (three positions: family-wise <= 0.003). The same test
 must reject the distribution at a 25% higher temperature, so it has the power to see a
-distorted sampler."""
+distorted sampler. The draft forms: a perturbed copy of the target with its whole KV or a
+bounded one (1 sink + 3 recent tokens: the 4-token prompt and its 3 outputs overflow it;
+with 2 the perturbed draft accepted too little to exercise the walk), and the target
+itself with a bounded KV (self-speculation)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -65,12 +70,22 @@ def _p_value(counts: np.ndarray, probs: np.ndarray) -> float:
     return float(chisquare(obs_c, exp_c).pvalue)
 
 
-def _sample(tokenizer, params_kw) -> np.ndarray:
+# the draft: the perturbed copy or the target itself, its KV whole or bounded
+FORMS = {"perturbed-full": (False, None), "perturbed-window": (False, 3),
+         "self-window": (True, 3)}
+
+
+def _sample(tokenizer, params_kw, form: str = "perturbed-full") -> np.ndarray:
     target = tiny_state(1)
     draft = perturbed(target, 2, noise=0.05)  # close enough to be accepted, often wrong
+    is_self, window = FORMS[form]
     cfg = EngineConfig(policy="adaserve", draft="tiny", budget=48, max_batch=8,
-                       max_context=64, kv_cache_mb=64, max_waiting=N)
-    core = EngineCore(cfg, tiny_models(tokenizer, target, draft))
+                       max_context=64, kv_cache_mb=64, max_waiting=N, draft_window=window,
+                       draft_sinks=1)
+    models = tiny_models(tokenizer, target, draft)
+    if is_self:
+        models = dataclasses.replace(models, draft=models.target)
+    core = EngineCore(cfg, models)
     out: dict[str, list[int]] = {}
     for s in range(N):
         rid = f"s{s}"
@@ -86,13 +101,15 @@ def _sample(tokenizer, params_kw) -> np.ndarray:
     return np.array([out[f"s{s}"] for s in range(N)])  # [N, 3]
 
 
-@pytest.mark.parametrize("params_kw", [
-    {"temperature": 1.0},
-    {"temperature": 0.8, "top_k": 12, "top_p": 0.9},
-], ids=["plain", "topk-topp"])
+@pytest.mark.parametrize("params_kw, form", [
+    ({"temperature": 1.0}, "perturbed-full"),
+    ({"temperature": 0.8, "top_k": 12, "top_p": 0.9}, "perturbed-full"),
+    ({"temperature": 1.0}, "perturbed-window"),
+    ({"temperature": 1.0}, "self-window"),
+], ids=["plain", "topk-topp", "plain-window", "plain-self-window"])
 @pytest.mark.slow
-def test_speculative_sampling_matches_target_distribution(tokenizer, params_kw):
-    samples = _sample(tokenizer, params_kw)
+def test_speculative_sampling_matches_target_distribution(tokenizer, params_kw, form):
+    samples = _sample(tokenizer, params_kw, form)
     exact = _exact_marginals(hf_tiny(tiny_state(1)), params_kw["temperature"],
                              params_kw.get("top_k", 0), params_kw.get("top_p", 1.0))
     for pos in range(3):

@@ -1,18 +1,22 @@
 """Speculation is lossless: every policy's greedy output equals incremental greedy output,
 token for token, in one mixed batch where requests join and finish mid-run (the static
-chains too, and either prefill mode)."""
+chains too, and either prefill mode), with the draft's KV whole or bounded to sinks + a
+recent window (draft_window.py: the ring wraps several times over these 70-90 tokens)."""
 
 from __future__ import annotations
 
 import pytest
 
 from adaserve.engine import SamplingParams
+from adaserve.engine.weights import DEFAULT_DRAFT
 from adaserve.engine.systems import resolve_system
 from adaserve.scheduler import POLICIES
 
 from engine_helpers import PROMPTS, make_core, run_workload
 
 SPECULATIVE = [p for p in POLICIES if p not in ("incremental", "turbospec")]
+# the draft's KV: whole, or 4 sinks + the 16 most recent tokens
+DRAFT_KV = {"full": {}, "window": {"draft_window": 16, "draft_sinks": 4}}
 
 
 def _schedule(tokenizer):
@@ -62,10 +66,12 @@ def test_prefill_first_changes_no_token(system, tokenizer, reference):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kv", DRAFT_KV)
 @pytest.mark.parametrize("policy", SPECULATIVE)
-def test_target_as_draft_equals_incremental(policy, tokenizer, reference):
-    """The target drafts for itself: every greedy candidate is accepted (deepest paths)."""
-    core = make_core(policy, draft="target", budget=24, max_batch=16)
+def test_target_as_draft_equals_incremental(policy, kv, tokenizer, reference):
+    """The target drafts for itself: with its whole KV every greedy candidate is accepted
+    (deepest paths); with a window (self-speculation, MagicDec) most are."""
+    core = make_core(policy, draft="target", budget=24, max_batch=16, **DRAFT_KV[kv])
     out = run_workload(core, _schedule(tokenizer))
     assert out == reference
     assert core.n_slots - core.free_slots == 0
@@ -75,16 +81,27 @@ def test_target_as_draft_equals_incremental(policy, tokenizer, reference):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kv", DRAFT_KV)
 @pytest.mark.parametrize("policy", SPECULATIVE + ["turbospec"])
-def test_weak_draft_equals_incremental(policy, tokenizer, reference):
+def test_weak_draft_equals_incremental(policy, kv, tokenizer, reference):
     """A 4-layer cut of the target: most candidates are rejected."""
-    core = _turbospec_core() if policy == "turbospec" else \
-        make_core(policy, draft="layers:4", budget=32, max_batch=16)
+    core = _turbospec_core(**DRAFT_KV[kv]) if policy == "turbospec" else \
+        make_core(policy, draft="layers:4", budget=32, max_batch=16, **DRAFT_KV[kv])
     out = run_workload(core, _schedule(tokenizer))
     assert out == reference
 
 
-def _turbospec_core():
+@pytest.mark.parametrize("policy", ["adaserve", pytest.param("chain-4", marks=pytest.mark.slow)])
+def test_bounded_distilled_draft_equals_incremental(policy, tokenizer, reference):
+    """The packaged distilled draft with its KV bounded: 2 sinks + 6 recent tokens, so a
+    prefill chunk of 8 goes into the window in two pieces."""
+    core = make_core(policy, draft=DEFAULT_DRAFT, budget=24, max_batch=16,
+                     prefill_chunk=8, draft_window=6, draft_sinks=2)
+    assert run_workload(core, _schedule(tokenizer)) == reference
+    assert sum(s.emitted_tokens for s in core.stats) > sum(s.running for s in core.stats)
+
+
+def _turbospec_core(**kw):
     """turbospec needs a latency model; a flat one (every k costs the same) makes it
     speculate, which is what this test needs."""
     from adaserve.engine.core import EngineCore
@@ -93,7 +110,7 @@ def _turbospec_core():
     from adaserve.engine.profile_data import Profile
     from adaserve.scheduler import LatencyModel
 
-    cfg = EngineConfig(policy="turbospec", draft="layers:4", budget=32, max_batch=16)
+    cfg = EngineConfig(policy="turbospec", draft="layers:4", budget=32, max_batch=16, **kw)
     flat = LatencyModel(alpha=0.0, gamma=0.0, delta=0.05)
     prof = Profile("test", "layers:4", 32, False, flat, None, 0.05, "test", "", {})
     return EngineCore(cfg, load_models(cfg), prof)

@@ -27,6 +27,8 @@ def test_every_page_but_history_names_its_module():
     assert every["engine"].module == "benchmarks/engine/engine.py"
     assert every["sim/test-set"].module == "benchmarks/paper/test_set.py"  # below its findings
     assert every["rate-default-v2/summary"].module == "loadgen/bench.py"
+    # an adaserve bench experiment that runs in-process names its own module
+    assert every["context-grid/summary"].module == "loadgen/context_grid.py"
     assert every["sim/fig8-rps3.0"].module == "benchmarks/paper/point.py"  # names its CLI run
     # every folder of benchmarks/ makes a page
     folders = {Path(pg.module).parts[1] for pg in every.values()

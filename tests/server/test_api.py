@@ -23,6 +23,10 @@ def test_information_endpoints(live):
         assert info["policy"] == "adaserve" and info["draft"] == "smollm2-135m-distilled"
         assert info["budget"] >= 1 and info["max_depth"] == 8 and info["max_width"] == 16
         assert info["baseline_latency_ms"] == BASELINE_MS
+        # live_server.py gives kv_cache_mb=512 for max_context 256: the pool it made
+        kv = info["kv_cache"]
+        assert kv["kv_cache_mb"] == 512 and kv["slots"] == info["max_batch"] >= 1
+        assert kv["mib"] <= 512 and kv["sized_from"] == "kv_cache_mb=512"
         classes = {c["name"]: c["tpot_ms"] for c in info["slo_classes"]}
         assert classes == {"urgent": 100.0, "moderate": 240.0, "relaxed": 800.0,
                            "best-effort": None}

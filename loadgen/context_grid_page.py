@@ -1,0 +1,174 @@
+"""The context-grid experiment's command line and results page (context_grid.py runs it)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from adaserve.loadgen.run import machine
+
+SPEC_FORMS = ("distilled-full", "distilled-window", "self-window")
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("--experiment context-grid")
+    g.add_argument("--batches", default="1,4,8,16", help="batch sizes")
+    g.add_argument("--contexts", default="512,2048,4096,8192",
+                   help="tokens per request at the end of decoding (prompt + --new-tokens)")
+    g.add_argument("--forms", default="incremental," + ",".join(SPEC_FORMS),
+                   help="incremental first, then draft forms: distilled-full (the distilled "
+                        "draft, whole-context KV), distilled-window (its KV bounded), "
+                        "self-window (the target drafting with a bounded KV)")
+    g.add_argument("--new-tokens", type=int, default=32, help="output tokens per request")
+    g.add_argument("--chain", default="chain-4",
+                   help="the speculative forms' policy (default chain-4: 4 draft tokens per "
+                        "request every iteration, MagicDec's fixed gamma)")
+    g.add_argument("--draft-window", type=int, default=256, help="W of the bounded forms")
+    g.add_argument("--draft-sinks", type=int, default=4, help="S of the bounded forms")
+
+
+def main(args: argparse.Namespace) -> int:
+    from adaserve.loadgen.context_grid import (DISTINCT_PROMPTS, FORMS, GridSettings, merge,
+                                               run_grid)
+
+    out = args.out or Path("results") / "context-grid"
+    if args.rewrite_page:
+        write_page(out, json.loads((out / "summary.json").read_text()))
+        return 0
+    forms = args.forms.split(",")
+    if forms[0] != "incremental" or any(f not in FORMS for f in forms):
+        print(f"adaserve bench: error: --forms must start with incremental and name "
+              f"{', '.join(FORMS)}", file=sys.stderr)
+        return 2
+    s = GridSettings(args.chain, args.new_tokens, args.draft_window, args.draft_sinks)
+    t0 = dt.datetime.now(dt.timezone.utc)
+    meta = {"command": "adaserve bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
+            "machine": machine(), "date": t0.isoformat(timespec="seconds"),
+            "commit": _commit(), "torch_threads": _threads(), "repeats": args.repeats,
+            "settings": {"policy": s.policy, "new_tokens": s.new, "draft_window": s.window,
+                         "draft_sinks": s.sinks, "seed": args.seed,
+                         "distinct_prompts": DISTINCT_PROMPTS}}
+
+    def save(cells: list[dict]) -> None:
+        minutes = (dt.datetime.now(dt.timezone.utc) - t0).total_seconds() / 60
+        write_page(out, merge(out / "summary.json", {**meta, "minutes": minutes}, cells))
+
+    run_grid([int(b) for b in args.batches.split(",")], [int(c) for c in args.contexts.split(",")],
+             forms, args.repeats, args.seed, s, on_cell=save)
+    return 0
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _speedup(cell: dict, form: str) -> float | None:
+    f = cell["forms"]
+    return f[form]["tok_s"] / f["incremental"]["tok_s"] if form in f else None
+
+
+def _fmt(x: float | None, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def goals(cells: list[dict]) -> list[str]:
+    """The issue's goals, read off the kept cells (only where they were measured)."""
+    at = {(c["batch"], c["context"]): c for c in cells}
+    lines = []
+    long = [c for (b, c) in at if b == 8 and c >= 4096]
+    for c in sorted(long):
+        s = _speedup(at[(8, c)], "distilled-window")
+        lines.append(f"- bounded-KV distilled draft >= 1.5x at batch 8, context {c}: "
+                     f"{_fmt(s)}x, {'met' if s is not None and s >= 1.5 else 'NOT met'}")
+    for form in SPEC_FORMS:
+        for b in sorted({b for b, _ in at}):
+            row = [_speedup(at[(b, c)], form) for c in sorted(c for bb, c in at if bb == b)]
+            row = [x for x in row if x is not None]
+            if len(row) > 1:
+                rising = all(y >= x for x, y in zip(row, row[1:]))
+                lines.append(f"- {form}, batch {b}: speedup against context "
+                             f"{' -> '.join(_fmt(x) for x in row)}: "
+                             f"{'rises' if rising else 'does not rise throughout'}")
+        for c in sorted({c for _, c in at if c >= 4096}):
+            col = [_speedup(at[(b, c)], form) for b in sorted(b for b, cc in at if cc == c)]
+            col = [x for x in col if x is not None]
+            if len(col) > 1:
+                rising = all(y >= x for x, y in zip(col, col[1:]))
+                lines.append(f"- {form}, context {c}: speedup against batch "
+                             f"{' -> '.join(_fmt(x) for x in col)}: "
+                             f"{'rises' if rising else 'does not rise throughout'}")
+    # the draft step at 8k against 2k (the longest context measured, until 8k is)
+    longest = max((c for b, c in at if b == 8), default=0)
+    for form in SPEC_FORMS:
+        a, b = at.get((8, 2048)), at.get((8, longest))
+        if longest > 2048 and a and form in a["forms"] and a["forms"][form]["draft_step_ms"]:
+            r = b["forms"][form]["draft_step_ms"] / a["forms"][form]["draft_step_ms"]
+            lines.append(f"- {form}: draft step at batch 8, context {longest} / 2048 = {r:.2f} "
+                         f"({'flat within 20%' if r <= 1.2 else 'NOT flat within 20%'})")
+    return lines
+
+
+def write_page(out: Path, kept: dict) -> None:
+    cells, runs = kept["cells"], kept["runs"]
+    forms = list(cells[0]["forms"]) if cells else []
+    spec = [f for f in forms if f != "incremental"]
+    s = runs[-1]["settings"]
+    lines = ["# Speculation on a batch x context grid (MagicDec's setting, seed 001)", "",
+             f"- command: `{runs[0]['command']}` (the grid runs in pieces; every piece's "
+             "command is listed at the end)",
+             f"- machine: {runs[-1]['machine']}, torch threads {runs[-1]['torch_threads']}",
+             f"- dates (UTC): {runs[0]['date']} .. {runs[-1]['date']}; code version: commit "
+             f"{runs[-1]['commit']} (each piece's below)",
+             "- every piece ran alone on the machine (`/work/cpu-excl`) under `timeout 600`; "
+             "a piece stopped by it keeps the cells it finished", "",
+             f"Each cell decodes b requests to {s['new_tokens']} new tokens (greedy, EOS "
+             f"ignored) from prompts of context - {s['new_tokens']} tokens: the long "
+             "descriptions of the installed Python packages (`adaserve.loadgen.long_prompts`, "
+             f"seed {s['seed']}), {s.get('distinct_prompts', 4)} distinct prompts cycled over the batch. Rates are output "
+             "tokens / seconds over the iterations that decoded only (the prompts' K/V is "
+             "computed once and copied in: `loadgen/context_grid.py`), median of "
+             f"{runs[-1]['repeats']} round-robin repeats. Speculative forms run "
+             f"`{s['policy']}`; bounded forms keep {s['draft_sinks']} sink + "
+             f"{s['draft_window']} recent tokens of draft KV per request. \"same\": every "
+             "form emitted incremental's tokens in every repeat.", "",
+             "## Tokens/s (speedup against incremental)", "",
+             "| batch | context | incremental | " + " | ".join(spec) + " | same |",
+             "|---|---|---|" + "---|" * len(spec) + "---|"]
+    for c in cells:
+        f = c["forms"]
+        row = [f"{f[x]['tok_s']:.1f} ({_speedup(c, x):.2f}x)" if x in f else "-" for x in spec]
+        same = all(v["identical"] for v in f.values())
+        lines.append(f"| {c['batch']} | {c['context']} | {f['incremental']['tok_s']:.1f} | "
+                     + " | ".join(row) + f" | {'yes' if same else 'NO'} |")
+    lines += ["", "## Draft step (ms), verify (ms), tokens per request-step", "",
+              "A draft step: one draft forward (step 1 includes the catch-up tokens), median "
+              "over the iterations. Verify: the target's forward over all requests' roots "
+              "and chains (incremental: its decode step).", "",
+              "| batch | context | incremental verify | " + " | ".join(
+                  f"{x} draft / verify / tokens" for x in spec) + " |",
+              "|---|---|---|" + "---|" * len(spec)]
+    for c in cells:
+        f = c["forms"]
+        row = [f"{_fmt(f[x]['draft_step_ms'], '.1f')} / {f[x]['verify_ms']:.0f} / "
+               f"{f[x]['accepted_per_step']:.2f}" if x in f else "-" for x in spec]
+        lines.append(f"| {c['batch']} | {c['context']} | {f['incremental']['verify_ms']:.0f} | "
+                     + " | ".join(row) + " |")
+    lines += ["", "## The goals (issue 40)", "", *goals(cells), "", "## Pieces", ""]
+    for r in runs:
+        lines.append(f"- `{r['command']}`: {r['date']}, commit {r['commit']}, "
+                     f"{r['minutes']:.1f} min to its last cell")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))

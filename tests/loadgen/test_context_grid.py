@@ -1,0 +1,41 @@
+"""The context-grid page's bookkeeping (loadgen/context_grid*.py) on fabricated cells: pieces
+merge into one grid, a cell measured again replaces its old self, and the goals are read
+off whatever cells exist. The measurement itself runs the real engine (docs/engine.md)."""
+
+from __future__ import annotations
+
+from adaserve.loadgen.context_grid import merge
+from adaserve.loadgen.context_grid_page import goals, write_page
+
+
+def _cell(b: int, c: int, speedup: float, step_ms: float) -> dict:
+    spec = {"tok_s": 10 * speedup, "accepted_per_step": 2.0, "draft_step_ms": step_ms,
+            "verify_ms": 50.0, "identical": True, "tok_s_runs": [10 * speedup]}
+    inc = dict(spec, tok_s=10.0, draft_step_ms=None)
+    return {"batch": b, "context": c,
+            "forms": {"incremental": inc, "distilled-window": spec}}
+
+
+def _meta(date: str) -> dict:
+    return {"command": "adaserve bench --experiment context-grid", "machine": "m", "date": date,
+            "minutes": 1.0, "commit": "abc", "torch_threads": 2, "repeats": 1,
+            "settings": {"policy": "chain-4", "new_tokens": 8, "draft_window": 256,
+                         "draft_sinks": 4, "seed": 0, "distinct_prompts": 2}}
+
+
+def test_pieces_merge_and_a_remeasured_cell_replaces_the_old(tmp_path):
+    path = tmp_path / "summary.json"
+    merge(path, _meta("d1"), [_cell(8, 2048, 1.0, 10.0), _cell(8, 4096, 1.2, 10.5)])
+    merge(path, _meta("d2"), [_cell(8, 8192, 1.6, 11.0)])
+    kept = merge(path, _meta("d2"), [_cell(8, 8192, 1.7, 11.0), _cell(8, 4096, 1.3, 10.5)])
+    assert [(c["batch"], c["context"]) for c in kept["cells"]] == [(8, 2048), (8, 4096),
+                                                                    (8, 8192)]
+    assert [r["date"] for r in kept["runs"]] == ["d1", "d2"]  # a run saving again: one entry
+    lines = goals(kept["cells"])
+    assert "- bounded-KV distilled draft >= 1.5x at batch 8, context 4096: 1.30x, NOT met" in lines
+    assert "- bounded-KV distilled draft >= 1.5x at batch 8, context 8192: 1.70x, met" in lines
+    assert any("1.00 -> 1.30 -> 1.70: rises" in x for x in lines)
+    assert any("context 8192 / 2048 = 1.10 (flat within 20%)" in x for x in lines)
+    write_page(tmp_path, kept)
+    page = (tmp_path / "summary.md").read_text()
+    assert "| 8 | 8192 | 10.0 | 17.0 (1.70x) | yes |" in page
