@@ -23,6 +23,12 @@ class ForwardBatch:
     mask: torch.Tensor  # [n, 1, Q, T] bool, True = query may attend to that cache column
     kv_len: int  # T: cache columns attention reads
     out_rows: torch.Tensor | None  # [R] int64 flat indices into n*Q wanting logits; None = all
+    # The same visibility as `mask` for the valid queries, in the shape the attention kernel
+    # reads (kernels/attention.cpp): row i's queries see its columns [0, prefix_len[i]);
+    # query a sees column prefix_len[i] + j iff tree_mask[i, a, j]; nothing beyond. None
+    # where a batch is not laid out that way (the model then keeps SDPA with `mask`).
+    prefix_len: torch.Tensor | None = None  # [n] int64
+    tree_mask: torch.Tensor | None = None  # [n, Q, W] bool
 
 
 def tree_batch(slots: slice | torch.Tensor, col_base: torch.Tensor, pos_base: torch.Tensor,
@@ -49,12 +55,14 @@ def tree_batch(slots: slice | torch.Tensor, col_base: torch.Tensor, pos_base: to
     rel = cols[None, :] - col_base[:, None]  # [n, T]
     in_tree = (rel >= 0) & (rel < s)
     seen = ancestors.gather(2, rel.clamp(0, max(s - 1, 0))[:, None, :].expand(n, q, t))
+    tree = ancestors & valid[:, :, None]  # [n, Q, S]
     mask = prefix[:, None, :] | (seen & in_tree[:, None, :])  # [n, Q, T]
     mask &= valid[:, :, None]
     # A padded query must see something or softmax gives NaN; column 0 is harmless.
     mask[:, :, 0] |= ~valid
     return ForwardBatch(slots, torch.where(valid, tokens, 0), positions, write_pos,
-                        mask[:, None], t, out_rows)
+                        mask[:, None], t, out_rows, col_base.to(torch.int64).contiguous(),
+                        tree.contiguous())
 
 
 def chain_ancestors(q: int) -> torch.Tensor:

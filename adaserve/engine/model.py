@@ -149,10 +149,18 @@ class Llama(torch.nn.Module):
         rows = fb.slots
         write_at = _cache_rows(kv, rows, fb.write_pos, kvh)  # shared by every layer
         t = fb.kv_len
-        # SDPA turns a bool mask into an additive one on every call: once here instead of
-        # once per layer (two ops x 30 layers)
-        mask = torch.zeros(fb.mask.shape, dtype=x.dtype, device=x.device).masked_fill_(
-            ~fb.mask, float("-inf"))
+        # decode and verify read the cache through the compiled attention: one pass over
+        # each request's K and V serves all its query tokens and heads (SDPA reads them
+        # once per head, and again per small query block)
+        own_attention = self.skinny and fb.tree_mask is not None and q <= ATTENTION_Q
+        if own_attention:
+            slot_ids = rows if isinstance(rows, torch.Tensor) else \
+                torch.arange(rows.start, rows.stop)  # [n]
+        else:
+            # SDPA turns a bool mask into an additive one on every call: once here instead
+            # of once per layer (two ops x 30 layers)
+            mask = torch.zeros(fb.mask.shape, dtype=x.dtype, device=x.device).masked_fill_(
+                ~fb.mask, float("-inf"))
         pad = self.row_buckets
         # decode and verify shapes run on the compiled kernels: one skinny matmul streams
         # each weight once for all rows, and one op each does a norm, a rotary, a gating
@@ -178,10 +186,14 @@ class Llama(torch.nn.Module):
             kc, vc = kv.k[layer], kv.v[layer]  # [S, Hkv, C, D]
             kc.view(-1, d).index_copy_(0, write_at, kh.reshape(-1, d))
             vc.view(-1, d).index_copy_(0, write_at, vh.reshape(-1, d))
-            keys, values = kc[rows, :, :t], vc[rows, :, :t]  # [n, Hkv, T, D]
-            att = F.scaled_dot_product_attention(
-                qh.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True)
-            att = att.transpose(1, 2).reshape(n, q, h_ * d)
+            if own_attention:
+                att = torch.ops.adaserve.tree_attention(
+                    qh, kc, vc, slot_ids, fb.prefix_len, fb.tree_mask)  # [n, Q, H * D]
+            else:
+                keys, values = kc[rows, :, :t], vc[rows, :, :t]  # [n, Hkv, T, D]
+                att = F.scaled_dot_product_attention(
+                    qh.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True)
+                att = att.transpose(1, 2).reshape(n, q, h_ * d)
             if fused:
                 o = ops.skinny_linear(att.view(nq, -1), wo).view_as(x)
                 hn = ops.add_rms_norm_(x, o, ln2, eps).view(nq, -1)  # x += o in place
@@ -226,6 +238,12 @@ def padded_rows(m: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
 # 95 and 79 vs 98 ms a forward on the dev CPU). Beyond it (prefill chunks) MKL's blocked
 # GEMM takes the compute-bound shapes.
 SKINNY_ROWS = 32
+
+# Up to this many query tokens per request, attention runs on the compiled kernel
+# (kernels/attention.cpp) when it is loaded; longer prefill chunks keep SDPA. At 1-16
+# tokens it beat SDPA in every cell of benchmarks/engine/attention_grid.py (0.40-0.86x its time,
+# the gap closing with more tokens); 32, the skinny bound, is not measured yet.
+ATTENTION_Q = 32
 
 
 def _linear(x: torch.Tensor, w: torch.Tensor, buckets: tuple[int, ...] = ()) -> torch.Tensor:

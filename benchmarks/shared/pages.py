@@ -51,6 +51,8 @@ MADE_BY = {"sim/fig8-rps3.0": "benchmarks/paper/point.py",
 MOVED = {f"benchmarks/{old}.py": f"benchmarks/{new}.py" for old, new in {
     "engine": "engine/engine", "draft": "engine/draft", "forward_parts": "engine/forward_parts",
     "kv_layout": "engine/kv_layout", "skinny_matmul": "engine/skinny_matmul",
+    "attention_grid": "engine/attention_grid", "online_draft_cost": "engine/online_draft_cost",
+    "fleet_routing": "fleet/routing",
     "spec_phases": "engine/spec_phases", "scheduler_overhead": "engine/scheduler_overhead",
     "startup_budget": "engine/startup_budget", "served_tpot": "serving/served_tpot",
     "server_memory": "serving/server_memory", "startup": "serving/startup",

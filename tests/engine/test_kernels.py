@@ -16,6 +16,7 @@ import torch
 from adaserve.engine import kernels
 from adaserve.engine.batch import tree_batch
 from adaserve.engine.kv_cache import KVCache
+from adaserve.engine import model
 from adaserve.engine.model import SKINNY_ROWS
 
 pytestmark = pytest.mark.skipif(not kernels.load().available,
@@ -94,9 +95,10 @@ def _chain(kv: KVCache, n: int, q: int, ctx: int):
 
 @pytest.mark.parametrize("n,q", [(1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (4, 4), (8, 2),
                                  (8, 4), (3, 7), (32, 1), (5, 8)])
-def test_fast_path_logits_equal_eager(smollm, n, q):
-    """Token counts the compiled path takes (up to SKINNY_ROWS = 32) and one past it (40,
-    which stays eager), after a 20-token prefix: fast and eager logits within 1e-4."""
+def test_fast_path_logits_equal_eager(smollm, n, q, monkeypatch):
+    """Token counts the compiled path takes (up to SKINNY_ROWS = 32) and one past it (40:
+    eager matmuls, compiled attention), after a 20-token prefix: fast and eager logits
+    within 1e-4; past the bound, with the compiled attention off too, bit for bit."""
     m = smollm.target
     assert m.skinny, "the engine loads the fast path by default where the kernels build"
     kv = KVCache(m.n_layers, n, m.cfg.kv_heads, m.cfg.head_dim, 64)
@@ -107,11 +109,16 @@ def test_fast_path_logits_equal_eager(smollm, n, q):
             m.skinny = fast
             m(kv, prefix)
             out[fast] = m(kv, _chain(kv, n, q, 20))
+        if n * q > SKINNY_ROWS:  # past the bound the fast model takes the eager matmuls
+            monkeypatch.setattr(model, "ATTENTION_Q", 0)
+            m.skinny = False
+            m(kv, prefix)  # the eager pass's cache
+            m.skinny = True
+            out["sdpa"] = m(kv, _chain(kv, n, q, 20))
+            assert torch.equal(out["sdpa"], out[False])
     finally:
         m.skinny = True
     assert (out[True] - out[False]).abs().max().item() < 1e-4
-    if n * q > SKINNY_ROWS:  # past the bound the fast model takes the eager path itself
-        assert torch.equal(out[True], out[False])
 
 
 def test_the_config_switch_keeps_the_eager_path():

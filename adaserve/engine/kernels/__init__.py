@@ -1,5 +1,6 @@
-"""The engine's compiled CPU kernels: built once per machine from skinny.cpp, cached beside
-the model cache, loaded as torch ops (torch.ops.adaserve.*).
+"""The engine's compiled CPU kernels: built once per machine from skinny.cpp (the few-row
+matmuls and small ops) and attention.cpp (decode/verify attention over the KV cache), cached
+beside the model cache, loaded as torch ops (torch.ops.adaserve.*).
 
 `load()` never raises: where the kernels cannot be had (no AVX2, no C++ compiler, a failed
 build, ADASERVE_FAST_KERNELS=0) it says why once and the engine keeps its eager matmuls.
@@ -26,7 +27,7 @@ from adaserve.engine.weights import cache_root
 
 log = logging.getLogger("adaserve.engine")
 
-SOURCE = Path(__file__).with_name("skinny.cpp")
+SOURCES = tuple(Path(__file__).with_name(f) for f in ("skinny.cpp", "attention.cpp"))
 SWITCH_ENV = "ADASERVE_FAST_KERNELS"  # "0": eager matmuls only, for debugging
 CXX_ENV = "CXX"  # the compiler, g++ by default
 # AVX2 + FMA only (the dev machines' ISA): an AVX-512 machine runs them too.
@@ -68,7 +69,7 @@ def _command(out: Path | str) -> list[str]:
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [_cxx(), *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
             f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
-            str(SOURCE), "-o", str(out), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
+            *map(str, SOURCES), "-o", str(out), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
             "-lmvec",  # glibc's vector math: expf 8 lanes at a time (the SiLU gating)
             # libgomp by soname: the one torch has loaded, so one OpenMP pool serves both
             f"-Wl,-rpath,{torch_dir / 'lib'}"]
@@ -78,7 +79,8 @@ def library_path() -> Path:
     """The cached library for this source and build command (torch's paths and ABI, the
     compiler, every flag and library)."""
     key = hashlib.sha256()
-    key.update(SOURCE.read_bytes())
+    for source in SOURCES:
+        key.update(source.read_bytes())
     key.update(f"{torch.__version__} {' '.join(_command('OUT'))}".encode())
     return cache_root() / "kernels" / f"skinny-{key.hexdigest()[:16]}.so"
 
@@ -93,7 +95,7 @@ def build(path: Path) -> float:
         run = subprocess.run(_command(Path(tmp)), capture_output=True, text=True)
         if run.returncode != 0:
             tail = "\n".join(run.stderr.strip().splitlines()[-12:])
-            raise RuntimeError(f"compiling {SOURCE.name} failed:\n{tail}")
+            raise RuntimeError(f"compiling {' '.join(s.name for s in SOURCES)} failed:\n{tail}")
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

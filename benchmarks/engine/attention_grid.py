@@ -1,0 +1,173 @@
+"""Attention over a long KV cache at decode and verify shapes: the compiled tree attention
+(torch.ops.adaserve.tree_attention, kernels/attention.cpp) against torch's SDPA as
+engine/model.py calls it, on a grid batch x context x query tokens per request.
+
+The model's shapes (SmolLM2-135M: 9 query heads, 3 KV heads, head_dim 64, fp32), a causal
+chain of Q query tokens after a prefix of `context` columns (the cost does not depend on
+the tree's shape). A step attends in 30 layers; each cell cycles through enough distinct
+layer caches (at least 256 MB, 8x the L3; in the engine the 538 MB of weights stream
+between two layers) that every call reads its K and V from DRAM, and reports the time of
+30 layers. Within a (batch, context) group every (backend, Q) cell is
+sampled in each of several interleaved rounds; medians. The machine's read bandwidth is
+measured in the same run (the sum of a 1 GB tensor, torch's 2 threads) and every cell's
+KV bytes are set against it. Prints a table, writes results/attention_grid.{md,json}.
+
+    python -m benchmarks.engine.attention_grid [--repeats 5] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from benchmarks.shared.common import Timer, commit, machine, write_results
+
+from adaserve.engine import kernels
+
+H, HKV, D, LAYERS = 9, 3, 64, 30
+BATCHES, CONTEXTS, QUERIES = (1, 4, 8, 16), (512, 2048, 4096, 8192), (1, 4, 8, 16)
+QUICK = ((1, 8192), (8, 8192))  # --quick: the (batch, context) groups of the issue's goal
+MIN_BYTES = 256 * 2**20  # layer caches per cell: at least this much KV, so DRAM serves it
+BACKENDS = ("kernel", "sdpa")
+
+
+def bandwidth(repeats: int = 7) -> float:
+    """GB/s reading a 1 GB fp32 tensor (its sum), median of repeats."""
+    x = torch.ones(2**28)
+    x.sum()
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        x.sum()
+        ts.append(time.perf_counter() - t)
+    return x.numel() * 4 / statistics.median(ts) / 1e9
+
+
+def kv_bytes(n: int, ctx: int, q: int) -> int:
+    """K and V bytes one step reads in all 30 layers: prefix plus the step's own columns."""
+    return LAYERS * 2 * n * HKV * (ctx + q) * D * 4
+
+
+def group(n: int, ctx: int, timer: Timer) -> None:
+    """Adds the cells of one (batch, context) group to the timer."""
+    q_max = max(QUERIES)
+    cols = ctx + q_max + 1
+    layer = 2 * n * HKV * cols * D * 4
+    copies = max(1, -(-MIN_BYTES // layer))  # as many layers as fill MIN_BYTES
+    g = torch.Generator().manual_seed(n * 100000 + ctx)
+    k = torch.randn(copies, n, HKV, cols, D, generator=g)  # [L, S, Hkv, C, D] as KVCache
+    v = torch.randn(copies, n, HKV, cols, D, generator=g)
+    rows = slice(0, n)
+    slot_ids = torch.arange(n)
+    prefix = torch.full((n,), ctx, dtype=torch.int64)
+    scale = LAYERS / copies
+    for q in QUERIES:
+        tree = torch.ones(q, q, dtype=torch.bool).tril()[None].expand(n, q, q).contiguous()
+        t = ctx + q
+        mask = torch.zeros(n, 1, q, t)  # the additive mask model.py builds once a forward
+        mask[:, 0, :, ctx:].masked_fill_(~tree, float("-inf"))
+        qkv = torch.randn(n, q, H + 2 * HKV, D, generator=g)
+        qh = qkv[:, :, :H]  # [n, Q, H, D], the strided view of the fused qkv row
+
+        def kernel(qh=qh, tree=tree) -> None:
+            for i in range(copies):
+                torch.ops.adaserve.tree_attention(qh, k[i], v[i], slot_ids, prefix, tree)
+
+        def sdpa(qh=qh, mask=mask, t=t, q=q) -> None:
+            for i in range(copies):
+                att = F.scaled_dot_product_attention(
+                    qh.transpose(1, 2), k[i][rows, :, :t], v[i][rows, :, :t], attn_mask=mask,
+                    enable_gqa=True)
+                att.transpose(1, 2).reshape(n, q, H * D)
+
+        timer.add((n, ctx, q, "kernel", scale), kernel)
+        timer.add((n, ctx, q, "sdpa", scale), sdpa)
+
+
+def measure(groups: list[tuple[int, int]], repeats: int) -> tuple[dict, float, float]:
+    """ms per 30-layer step for every cell, and the bandwidth before and after."""
+    bw0 = bandwidth()
+    ms = {}
+    for n, ctx in groups:
+        timer = Timer(repeats=repeats, rounds=repeats)
+        group(n, ctx, timer)
+        for (n_, c_, q, b, scale), t in timer.run().items():
+            ms[(n_, c_, q, b)] = t * scale
+        del timer
+        print(f"batch {n}, context {ctx}: done", file=sys.stderr, flush=True)
+    return ms, bw0, bandwidth()
+
+
+def page(ms: dict, groups: list, bw: float, res: dict) -> str:
+    lines = ["# Attention over the KV cache: compiled tree attention vs SDPA", "",
+             f"- command: `{res['command']}`",
+             f"- machine: {res['machine']}, torch {res['torch']}; ran alone (/work/cpu-excl)",
+             f"- date: {res['date']}, commit {res['commit']}; medians of {res['repeats']} "
+             "interleaved rounds per (batch, context) group",
+             f"- read bandwidth measured in the run (sum of a 1 GB tensor, 2 threads): "
+             f"{res['bandwidth_gbs'][0]:.1f} GB/s before, {res['bandwidth_gbs'][1]:.1f} after; "
+             f"the tables use {bw:.1f}", "",
+             "SmolLM2-135M's attention (9 query heads, 3 KV heads, head_dim 64, fp32) for one "
+             "step of 30 layers: `batch` requests, each with `context` cached columns and Q "
+             "query tokens (a causal chain; the cost does not depend on the tree). ms per "
+             "step; `xQ1` is the cell over its 1-token cell; `vs SDPA` the kernel over SDPA; "
+             "`GB/s` the kernel's KV bytes per second; `x read` the kernel's time over the "
+             "time to read the step's KV once at the measured bandwidth.", ""]
+    head = ["batch", "context", "Q", "kernel ms", "xQ1", "SDPA ms", "xQ1 ", "vs SDPA", "GB/s",
+            "x read"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for n, ctx in groups:
+        k1, s1 = ms[(n, ctx, 1, "kernel")], ms[(n, ctx, 1, "sdpa")]
+        for q in QUERIES:
+            k, s = ms[(n, ctx, q, "kernel")], ms[(n, ctx, q, "sdpa")]
+            b = kv_bytes(n, ctx, q)
+            read = b / (bw * 1e9) * 1e3
+            lines.append(f"| {n} | {ctx} | {q} | {k:.1f} | {k / k1:.2f} | {s:.1f} | "
+                         f"{s / s1:.2f} | {k / s:.2f} | {b / k / 1e6:.1f} | {k / read:.2f} |")
+    if (8, 8192) in groups:
+        c = {(q, b): ms[(8, 8192, q, b)] for q in QUERIES for b in BACKENDS}
+        read = kv_bytes(8, 8192, 1) / (bw * 1e9) * 1e3
+        lines += ["", "The issue's goal at batch 8, 8k context: 8 query tokens within 1.3x of "
+                  "one, and one token within 1.2x of the KV's read time at the measured "
+                  f"bandwidth. Measured: 8 tokens {c[(8, 'kernel')] / c[(1, 'kernel')]:.2f}x "
+                  f"one (SDPA {c[(8, 'sdpa')] / c[(1, 'sdpa')]:.2f}x); one token "
+                  f"{c[(1, 'kernel')]:.1f} ms against {read:.1f} ms to read its KV once "
+                  f"({c[(1, 'kernel')] / read:.2f}x)."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true",
+                    help="only batch 1 and 8 at 8k context, and no page written")
+    args = ap.parse_args()
+    status = kernels.load()
+    if not status.available:
+        print(f"the compiled kernels are unavailable: {status.reason}")
+        return 1
+    groups = list(QUICK) if args.quick else [(n, c) for n in BATCHES for c in CONTEXTS]
+    ms, bw0, bw1 = measure(groups, args.repeats)
+    bw = max(bw0, bw1)
+    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
+           "torch": torch.__version__, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+           "commit": commit(), "repeats": args.repeats, "threads": torch.get_num_threads(),
+           "bandwidth_gbs": [bw0, bw1],
+           "cells": [{"batch": n, "context": c, "q": q, "backend": b, "ms": t,
+                      "kv_bytes": kv_bytes(n, c, q)} for (n, c, q, b), t in ms.items()]}
+    text = page(ms, groups, bw, res)
+    if args.quick:
+        print(text)
+    else:
+        write_results("attention_grid", text, res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
