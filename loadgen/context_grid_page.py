@@ -92,23 +92,19 @@ def goals(cells: list[dict]) -> list[str]:
         s = _speedup(at[(8, c)], "distilled-window")
         lines.append(f"- bounded-KV distilled draft >= 1.5x at batch 8, context {c}: "
                      f"{_fmt(s)}x, {'met' if s is not None and s >= 1.5 else 'NOT met'}")
+    def trend(label: str, against: str, cells: list[tuple[int, int]], form: str) -> None:
+        speedups = [x for x in (_speedup(at[k], form) for k in sorted(cells)) if x is not None]
+        if len(speedups) > 1:
+            rising = all(y >= x for x, y in zip(speedups, speedups[1:]))
+            lines.append(f"- {form}, {label}: speedup against {against} "
+                         f"{' -> '.join(_fmt(x) for x in speedups)}: "
+                         f"{'rises' if rising else 'does not rise throughout'}")
+
     for form in SPEC_FORMS:
         for b in sorted({b for b, _ in at}):
-            row = [_speedup(at[(b, c)], form) for c in sorted(c for bb, c in at if bb == b)]
-            row = [x for x in row if x is not None]
-            if len(row) > 1:
-                rising = all(y >= x for x, y in zip(row, row[1:]))
-                lines.append(f"- {form}, batch {b}: speedup against context "
-                             f"{' -> '.join(_fmt(x) for x in row)}: "
-                             f"{'rises' if rising else 'does not rise throughout'}")
+            trend(f"batch {b}", "context", [k for k in at if k[0] == b], form)
         for c in sorted({c for _, c in at if c >= 4096}):
-            col = [_speedup(at[(b, c)], form) for b in sorted(b for b, cc in at if cc == c)]
-            col = [x for x in col if x is not None]
-            if len(col) > 1:
-                rising = all(y >= x for x, y in zip(col, col[1:]))
-                lines.append(f"- {form}, context {c}: speedup against batch "
-                             f"{' -> '.join(_fmt(x) for x in col)}: "
-                             f"{'rises' if rising else 'does not rise throughout'}")
+            trend(f"context {c}", "batch", [k for k in at if k[1] == c], form)
     # the draft step at 8k against 2k (the longest context measured, until 8k is)
     longest = max((c for b, c in at if b == 8), default=0)
     for form in SPEC_FORMS:
@@ -131,8 +127,8 @@ def write_page(out: Path, kept: dict) -> None:
              f"- machine: {runs[-1]['machine']}, torch threads {runs[-1]['torch_threads']}",
              f"- dates (UTC): {runs[0]['date']} .. {runs[-1]['date']}; code version: commit "
              f"{runs[-1]['commit']} (each piece's below)",
-             "- every piece ran alone on the machine (`/work/cpu-excl`) under `timeout 600`; "
-             "a piece stopped by it keeps the cells it finished", "",
+             # how the pieces were run is the operator's to say, kept beside the cells
+             *(f"- note: {n}" for n in kept.get("notes", [])), "",
              f"Each cell decodes b requests to {s['new_tokens']} new tokens (greedy, EOS "
              f"ignored) from prompts of context - {s['new_tokens']} tokens: the long "
              "descriptions of the installed Python packages (`adaserve.loadgen.long_prompts`, "
