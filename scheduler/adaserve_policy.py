@@ -198,7 +198,7 @@ class AdaServePolicy(BudgetedPolicy):
             a_max = np.minimum(top_yield(candidates, n_max), plan.depth + 1.0)  # [n]
             lost = unreachable(batch, a_max, plan.t_spec_s)
             served &= ~lost
-            if plan.speculates:
+            if plan.speculates and self._roots_lost:  # read only by lost=roots planning
                 self._best_yield.update(zip(batch.request_ids, a_max.tolist()))
         worth = None if self.calibration is None else self.calibration.ratios(batch.request_ids)
         sel = select_slo_customized(candidates, budget, need,
