@@ -48,10 +48,11 @@ from adaserve.sglang.cpu.fleet import FleetProcess
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "List three prime numbers:",
            "Once upon a time", "Water boils at", "The best way to learn is"]
-REPLICA_ARGS = ["--max-running-requests", "8", "--max-total-tokens", "4096",
-                "--steps", "3", "--topk", "2", "--draft-tokens", "4",
-                "--slo-classes", "urgent=1,relaxed=100000,best-effort",
-                "--default-class", "relaxed"]
+LEAN_ARGS = ["--max-running-requests", "8", "--max-total-tokens", "4096",
+             "--steps", "3", "--topk", "2", "--draft-tokens", "4"]
+CLASS_ARGS = ["--slo-classes", "urgent=1,relaxed=100000,best-effort",
+              "--default-class", "relaxed"]
+REPLICA_ARGS = LEAN_ARGS + CLASS_ARGS  # the test tier's lean replicas
 HEALTH_CHECK_S = 2
 
 
@@ -153,15 +154,22 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-kill", action="store_true", help="skip the killed-replica run")
-    ap.add_argument("--out", type=Path, default=RESULTS / "fleet_cpu.md")
+    ap.add_argument("--defaults", action="store_true",
+                    help="replicas at serve-cpu's own defaults (memory as a user who passes "
+                         "no flag meets it), not the test tier's lean flags")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default results/fleet_cpu.md (lean) or fleet_cpu_defaults.md")
     args = ap.parse_args()
+    args.replica_args = CLASS_ARGS if args.defaults else REPLICA_ARGS
+    if args.out is None:
+        args.out = RESULTS / ("fleet_cpu_defaults.md" if args.defaults else "fleet_cpu.md")
     logdir = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADASERVE_")
            or k == "ADASERVE_CACHE_DIR"}
     fleet = FleetProcess(["--replicas", str(args.replicas), "--port", "0", "--replica-port",
                           "0", "--router-metrics-port", "0", "--health-check-interval",
                           str(HEALTH_CHECK_S), "--log-dir", str(logdir), "--",
-                          *REPLICA_ARGS], logdir / "fleet.out", env=env, cwd=ROOT)
+                          *args.replica_args], logdir / "fleet.out", env=env, cwd=ROOT)
     try:
         parts = {f"{ln['fleet']} {ln['index']}": ln["pid"] for ln in fleet.parts}
         time.sleep(5)
@@ -193,9 +201,10 @@ def render(args, fleet, idle, peak, runs, killed) -> str:
         f"- date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
         f"commit {commit()}",
         f"- fleet: `adaserve sglang fleet-cpu --replicas {args.replicas} -- "
-        f"{' '.join(REPLICA_ARGS)}` (ADASERVE, serve-cpu's default draft: our distilled "
-        "draft with a full-vocabulary head), router "
-        "round_robin, the SLO front",
+        f"{' '.join(args.replica_args)}` (ADASERVE, serve-cpu's default draft: our "
+        "distilled draft with a full-vocabulary head; "
+        + ("serve-cpu's own defaults for everything else" if args.defaults else
+           "the test tier's lean flags") + "), router round_robin, the SLO front",
         f"- load: {args.requests} greedy requests of {args.tokens} tokens, "
         f"{args.concurrency} at a time, {args.rounds} rounds alternating the fleet and "
         "replica 0 alone",

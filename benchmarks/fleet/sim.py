@@ -29,12 +29,14 @@ import json
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from benchmarks.shared.common import RESULTS, commit, machine
 from benchmarks.fleet.runs import FleetTask, rekey, result
 from benchmarks.paper.kit import KIT, KIT_REF, LLAMA
+from benchmarks.paper.runs import TTFT_SLO_MS
 
 OUT = RESULTS / "sim"
 TRACE = "fig8_9_rps{x}_ol256.csv"
@@ -43,8 +45,13 @@ TRACE = "fig8_9_rps{x}_ol256.csv"
 TWINS = {"2.6": "2.4", "3.4": "3.2", "4.0": "3.8", "4.8": "4.6"}
 TOP = ("4.6", "4.8")  # Fig. 8's two highest rates (one trace)
 TUNE_TRACE = "fig10_rps4.0_prop0.6.csv"
-TUNE_CAPS = (10, 15, 20, 25, 30, 40)  # slo-spill's cap, tuned at N = 2
-TUNE_SLACKS = (0, 2, 4, 8, 16, 32, 64)  # class-affinity's slack, tuned at N = 4 (a split of 2 + 2)
+TUNED_WHAT = {"slo-spill": "cap", "picker": "capacity", "class-affinity": "slack"}
+# routers with one parameter, tuned on TUNE_TRACE at N replicas: slo-spill's cap, the
+# picker's capacity (both in SLO demand a replica serves), class-affinity's slack (requests
+# in flight, at N = 4: a split of 2 + 2)
+TUNED = (("slo-spill", (10, 15, 20, 25, 30, 40), 2),
+         ("picker", (10, 15, 20, 30, 45, 60), 2),
+         ("class-affinity", (0, 2, 4, 8, 16, 32, 64), 4))
 GOAL_SHARE = 0.95  # N replicas hold >= 0.95 x N x one replica's rate at 90% attainment
 GOAL_POINTS = 5.0  # an SLO-aware router beats round robin by >= 5 points at TOP
 TARGET = 90.0
@@ -81,12 +88,30 @@ def crossing(rates: list[float], att: list[float], target: float = TARGET) -> fl
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Point:
+    """A per-replica rate on the page: Fig. 8's trace ``x`` at ``speed`` times its rate."""
+    x: str
+    speed: float = 1.0
+
+    @property
+    def label(self) -> str:
+        return self.x if self.speed == 1.0 else f"{float(self.x) * self.speed:.2f}"
+
+    @property
+    def rate(self) -> float:
+        return float(self.x) * self.speed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicas", default="1,2,4,8")
     ap.add_argument("--rates", default="3.0,3.2,3.6,3.8,4.2,4.4,4.6",
                     help="Fig. 8 rates run for every router (per replica; x N for the fleet)")
-    ap.add_argument("--routers", default="round-robin,least-load,slo-aware,slo-spill")
+    ap.add_argument("--overloads", default="1.2,1.5",
+                    help="the highest rate's trace again at these multiples of its rate, "
+                         "past where one replica saturates")
+    ap.add_argument("--routers", default="round-robin,least-load,slo-aware,slo-spill,picker")
     ap.add_argument("--top-routers", default="random,power-of-two,class-split,class-affinity",
                     help="routers run only at the two highest rates run")
     ap.add_argument("--policy", default="adaserve")
@@ -105,31 +130,35 @@ def main() -> int:
     t0 = time.perf_counter()
     ns = [int(n) for n in _list(args.replicas)]
     rates = sorted(_list(args.rates), key=float)
+    points = [Point(x) for x in rates] + [Point(rates[-1], float(f))
+                                          for f in _list(args.overloads)]
     seeds = [int(s) for s in _list(args.seeds)]
-    cap, tuning = tune("slo-spill", TUNE_CAPS, 2, args.policy, seeds[0])
-    slack, slack_tuning = tune("class-affinity", TUNE_SLACKS, 4, args.policy, seeds[0])
-    tuned = {"slo-spill": f"slo-spill:{cap:g}", "class-affinity": f"class-affinity:{slack:g}"}
+    tuned, tunings = {}, {}
+    for router, values, n in TUNED:
+        best, rows = tune(router, values, n, args.policy, seeds[0])
+        tuned[router], tunings[router] = f"{router}:{best:g}", (best, rows)
     routers = [tuned.get(r, r) for r in _list(args.routers)]
     top_routers = [tuned.get(r, r) for r in _list(args.top_routers)]
-    top_rates = rates[-2:]
+    top = points[-2:]
 
-    def run(n: int, router: str, x: str) -> dict:
+    def run(n: int, router: str, pt: Point) -> dict:
         """Mean over seeds of the measured numbers (overall, per class, per replica)."""
-        rs = [result(FleetTask(LLAMA, trace(x), n, "round-robin" if n == 1 else router,
-                               args.policy, s)) for s in seeds]
+        rs = [result(FleetTask(LLAMA, trace(pt.x), n, "round-robin" if n == 1 else router,
+                               args.policy, s, pt.speed)) for s in seeds]
         classes = {c: {k: float(np.mean([r["classes"][c][k] or 0 for r in rs]))
-                       for k in ("attainment", "goodput")} for c in rs[0]["classes"]}
+                       for k in rs[0]["classes"][c] if k != "sent"}
+                   for c in rs[0]["classes"]}
         per = [float(np.mean([r["replicas"][k]["attainment"] for r in rs])) for k in range(n)]
-        return {"classes": classes, "replicas": per, "wall_s": sum(r["wall_s"] for r in rs)}
+        return {"classes": classes, "replicas": per, "wall_s": sum(r["wall_s"] for r in rs),
+                "drain": float(np.mean([r["simulated_s"] / r["trace_s"] for r in rs]))}
 
     grid: dict[tuple[int, str, str], dict] = {}
     for n in ns:
         for router in (["round-robin"] if n == 1 else routers + top_routers):
-            for x in (rates if router in routers or n == 1 else top_rates):
-                grid[n, router, x] = run(n, router, x)
-    tunings = {"cap": (cap, tuning), "slack": (slack, slack_tuning)}
-    page, data = render(args, ns, rates, routers, top_routers, top_rates, grid, tunings,
-                        time.perf_counter() - t0)
+            for pt in (points if router in routers or n == 1 else top):
+                grid[n, router, pt.label] = run(n, router, pt)
+    page, data = render(args, ns, [p.label for p in points], routers, top_routers,
+                        [p.label for p in top], grid, tunings, time.perf_counter() - t0)
     (OUT / "fleet.md").write_text(page)
     (OUT / "fleet.json").write_text(json.dumps(data, indent=1) + "\n")
     print(page)
@@ -137,12 +166,17 @@ def main() -> int:
 
 
 def render(args, ns, rates, routers, top_routers, top_rates, grid, tunings, wall_s):
-    (cap, tuning), (slack, slack_tuning) = tunings["cap"], tunings["slack"]
+    cap, slack, capacity_ = (tunings[r][0] for r in ("slo-spill", "class-affinity", "picker"))
     att = lambda n, r, x: grid[n, r, x]["classes"]["overall"]["attainment"]  # noqa: E731
+    e2e = lambda n, r, x: grid[n, r, x]["classes"]["overall"]["attainment_e2e"]  # noqa: E731
     good = lambda n, r, x: grid[n, r, x]["classes"]["overall"]["goodput"]  # noqa: E731
     name = lambda n, r: "one replica" if n == 1 else r  # noqa: E731
     cmd = "python -m benchmarks.fleet.sim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     sim_s = sum(v["wall_s"] for v in grid.values())
+    tuned_text = " ".join(
+        f"{router}'s {TUNED_WHAT[router]}, tuned at N = {n} on `{TUNE_TRACE}` (not a Fig. 8 "
+        "trace): " + ", ".join(f"{c:g}: {a:.1f}%" for c, a in tunings[router][1])
+        + f" -> **{tunings[router][0]:g}**." for router, _, n in TUNED)
     lines = [
         "# Simulated fleets: N replicas behind a router, the authors' traces at N x their rate",
         "",
@@ -152,19 +186,28 @@ def render(args, ns, rates, routers, top_routers, top_rates, grid, tunings, wall
         f"- date: {dt.date.today().isoformat()}, commit {commit()}",
         f"- set-up: {LLAMA.title}: deployment `{LLAMA.deployment}` (the figure pages' "
         "set-up: adaserve/sim/data/setups/, docs/sim.md's choice table), outputs ending "
-        f"at EOS; policy `{args.policy}` on every replica; acceptance seeds {args.seeds}",
+        "at EOS, which no policy or router knows before it comes (the client's cap is "
+        f"all they read); policy `{args.policy}` on every replica; acceptance seeds "
+        f"{args.seeds}",
         f"- workload: the authors' `{KIT_REF}/traces/{TRACE.format(x='<x>')}`; for N "
         "replicas each trace is played N times back to back, each N times faster "
         "(adaserve/sim/scale.py): N x its rate over the same 360 s. Rates below are per "
         "replica (the trace's own); the fleet's is N x that. The kit's twins (2.6 = 2.4, "
-        "3.4 = 3.2, 4.0 = 3.8, 4.8 = 4.6, byte for byte) are one set of runs",
+        "3.4 = 3.2, 4.0 = 3.8, 4.8 = 4.6, byte for byte) are one set of runs. Past the "
+        f"highest trace, the same trace again at {args.overloads} x its rate (every "
+        "arrival time divided: benchmarks/fleet/runs.py, `speed`), where one replica no "
+        "longer holds 90%",
+        "- attainment, two readings: TPOT within its SLO (the paper's), and end to end: "
+        f"TTFT within {TTFT_SLO_MS / 1000:g} s too. Drain: the simulated time to serve "
+        "the whole trace over the time its last request arrives (1.0: the fleet keeps up)",
         "- each replica is the engine's own scheduling loop (EngineCore on the simulated "
         "executor) with its own virtual clock; the fleet is a discrete-event loop over "
         "arrivals and iteration ends (adaserve/sim/fleet.py). A router knows what a real "
-        "one knows: its in-flight requests per replica and each request's SLO "
-        "(adaserve/sim/routers.py). One point as a command: `adaserve simulate --setup "
-        f"{LLAMA.deployment} --trace {KIT_REF}/traces/fig8_9_rps<x>_ol256.csv --policies "
-        f"{args.policy} --replicas N --rate-scale N --router <router>`",
+        "one knows: its in-flight requests per replica and each request's SLO, and the "
+        "picker the reports a real replica serves (adaserve/sim/routers.py). One point as a "
+        f"command: `adaserve simulate --setup {LLAMA.deployment} --trace "
+        f"{KIT_REF}/traces/fig8_9_rps<x>_ol256.csv --policies {args.policy} --replicas N "
+        "--rate-scale N --router <router>`",
         "- this page is the policy as it is at the commit above: re-run it after a change "
         "to the policy (runs keyed on the scheduling code re-run themselves)",
         "",
@@ -182,6 +225,12 @@ def render(args, ns, rates, routers, top_routers, top_rates, grid, tunings, wall
         f"| slo-spill:{cap:g} | slo-aware while a replica stays under the cap; past it on "
         "every replica, to the one with the most demand (one replica takes the overflow) | "
         "no; prototype only |",
+        f"| picker:{capacity_:g} | the fleet's SLO-aware endpoint picker (adaserve/picker, "
+        "the code the CPU fleet's front runs): each replica's predicted TPOT and TTFT "
+        "margin for this request, from its report (requests per class waiting and "
+        "decoding, recent TPOT and TTFT); the capacity is the SLO demand one replica "
+        "serves | `adaserve sglang fleet-cpu --policy picker` (the front names the "
+        "replica; docs/fleet.md) |",
         "| class-split | the request's class: tight SLOs (<= 1.25 x baseline) to half the "
         "replicas, the rest to the other half, least-load within | only by a client or "
         "gateway choosing the replica (`--policy manual` with `X-SMG-Target-Worker`) |",
@@ -189,15 +238,13 @@ def render(args, ns, rates, routers, top_routers, top_rates, grid, tunings, wall
         "when its own set's least-loaded replica has more than the slack in flight beyond "
         "the other set's | as class-split (the gateway would need the replicas' loads) |",
         "",
-        f"slo-spill's cap, tuned at N = 2 on `{TUNE_TRACE}` (not a Fig. 8 trace): "
-        + ", ".join(f"{c:g}: {a:.1f}%" for c, a in tuning) + f" -> **{cap:g}**. "
-        f"class-affinity's slack (requests in flight), tuned at N = 4 on the same trace: "
-        + ", ".join(f"{c:g}: {a:.1f}%" for c, a in slack_tuning) + f" -> **{slack:g}**.",
+        tuned_text,
         "",
     ]
     head = "| N | router | " + " | ".join(rates) + " |"
     sep = "|---|---|" + "---|" * len(rates)
-    for title, fn, fmt in (("Attainment (%), overall", att, "{:.1f}"),
+    for title, fn, fmt in (("Attainment (%), TPOT within its SLO, overall", att, "{:.1f}"),
+                           ("Attainment (%), end to end (TTFT too), overall", e2e, "{:.1f}"),
                            ("Goodput (tok/s), the whole fleet", good, "{:.0f}")):
         lines += [f"## {title}", "", head, sep]
         for n in ns:
@@ -229,18 +276,22 @@ def render(args, ns, rates, routers, top_routers, top_rates, grid, tunings, wall
     lines.append("")
     # per class and per replica at the top rates
     x_top = top_rates[-1]
-    lines += [f"## At {x_top} req/s per replica (Fig. 8's {TOP[0]} and {TOP[1]}: one trace)",
-              "", "Attainment per class; per replica: the lowest and highest replica.", "",
-              "| N | router | overall | " + " | ".join(
-                  c for c in grid[1, "round-robin", x_top]["classes"] if c != "overall")
-              + " | replicas min / max |",
-              "|---|---|---|" + "---|" * (len(grid[1, "round-robin", x_top]["classes"]))]
+    cls = [c for c in grid[1, "round-robin", x_top]["classes"] if c != "overall"]
+    lines += [f"## At {x_top} req/s per replica, the highest rate run",
+              "", "Attainment per class, TPOT / end to end (%); TTFT p50 / p99 overall; per "
+              "replica: the lowest and highest replica's TPOT attainment.", "",
+              "| N | router | overall | " + " | ".join(cls)
+              + " | TTFT p50 / p99 s | drain | replicas min / max |",
+              "|---|---|---|" + "---|" * (len(cls) + 3)]
     for n in ns:
         for r in (["round-robin"] if n == 1 else routers + top_routers):
             g = grid[n, r, x_top]
-            cls = [f"{v['attainment']:.1f}" for c, v in g["classes"].items() if c != "overall"]
-            lines.append(f"| {n} | {name(n, r)} | {g['classes']['overall']['attainment']:.1f} "
-                         f"| " + " | ".join(cls) + f" | {min(g['replicas']):.1f} / "
+            both = lambda v: f"{v['attainment']:.1f} / {v['attainment_e2e']:.1f}"  # noqa: E731
+            o = g["classes"]["overall"]
+            lines.append(f"| {n} | {name(n, r)} | {both(o)} | "
+                         + " | ".join(both(g["classes"][c]) for c in cls)
+                         + f" | {o['ttft_p50_ms'] / 1000:.1f} / {o['ttft_p99_ms'] / 1000:.1f} "
+                         f"| {g['drain']:.2f} | {min(g['replicas']):.1f} / "
                          f"{max(g['replicas']):.1f} |")
     lines.append("")
     # goals
@@ -258,24 +309,27 @@ def render(args, ns, rates, routers, top_routers, top_rates, grid, tunings, wall
                      f"{c / one:.3f} x N x one replica's ({one:.2f}): "
                      f"{'met' if ok else 'not met'} (goal >= {GOAL_SHARE})")
     slo_routers = [r for r in routers + top_routers
-                   if r.startswith(("slo-", "class-"))]
+                   if r.startswith(("slo-", "class-", "picker"))]
     for n in multi:
         for x in top_rates:
-            which = (f"Fig. 8's two highest, {TOP[0]} and {TOP[1]} (one trace)"
-                     if TWINS.get(TOP[1]) == x else "the next rate below them")
+            which = ("past one replica's 90%" if float(x) > float(TOP[0]) else
+                     f"Fig. 8's two highest, {TOP[0]} and {TOP[1]} (one trace)")
             rr = att(n, "round-robin", x)
             best = max(slo_routers, key=lambda r: att(n, r, x) if (n, r, x) in grid else -1)
             d = att(n, best, x) - rr
+            pk = next((r for r in slo_routers if r.startswith("picker")), None)
+            picked = "" if pk is None or (n, pk, x) not in grid else (
+                f"; the picker {att(n, pk, x) - rr:+.1f} (TPOT), "
+                f"{e2e(n, pk, x) - e2e(n, 'round-robin', x):+.1f} (end to end)")
             lines.append(f"- N = {n}, {x} req/s per replica ({which}): best SLO-aware "
                          f"router {best} {att(n, best, x):.1f}% vs round robin {rr:.1f}%: "
                          f"{d:+.1f} points "
                          f"({'met' if d >= GOAL_POINTS else 'not met'}, goal >= "
-                         f"+{GOAL_POINTS:g})")
+                         f"+{GOAL_POINTS:g}){picked}")
     lines.append("")
     lines += why_not(ns, rates, slo_routers, x_top, grid, one, att)
     data = {"command": cmd, "date": dt.date.today().isoformat(), "commit": commit(),
-            "machine": machine(), "cap": cap, "tuning": tuning, "slack": slack,
-            "slack_tuning": slack_tuning, "rates": rates,
+            "machine": machine(), "tunings": tunings, "rates": rates,
             "one_replica_90": one,
             "capacity_90": {f"{n}/{r}": c for (n, r), c in capacity.items()},
             "grid": {f"{n}/{r}/{x}": v for (n, r, x), v in grid.items()}}
