@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import json
 from collections.abc import Mapping
+from pathlib import Path
 
 from adaserve.server.slo_classes import SLOError
 from adaserve.sglang.tracestate import member, with_member
@@ -185,9 +186,10 @@ def door_refusal(method: str, path: str, body: bytes, headers: Mapping[str, str]
     return checked(path, body, headers)
 
 
-def app(router: str, view=None):
+def app(router: str, view=None, pick_log=None):
     """The ASGI app in front of ``router`` (its base URL); with ``view``
-    (picking.FleetView) it names each SLO request's replica to the router."""
+    (picking.FleetView) it names each SLO request's replica to the router, and writes
+    each pick to ``pick_log`` (picking.PickLog) when given."""
     import httpx
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
@@ -208,14 +210,16 @@ def app(router: str, view=None):
             headers = forwarded_headers(request.url.path, body, request.headers)
         except SLOError as e:
             return error_response(400, str(e), e.param)
-        target = None
+        target = ask = got = None
         if view is not None and request.url.path in SLO_ROUTES:
             from adaserve.sglang.picking import HEADER, ask_of
 
             ask = ask_of(headers)
-            target = None if ask is None else view.choose(ask)[0]
+            if ask is not None:
+                target, got = view.choose(ask)
             if target is not None:
                 headers = {**headers, HEADER: target}
+        retried = False
 
         def upstream(h):
             return client.build_request(request.method, request.url.path,
@@ -229,11 +233,16 @@ def app(router: str, view=None):
                 await resp.aclose()
                 from adaserve.sglang.picking import HEADER
 
+                retried = True
                 resp = await client.send(upstream({k: v for k, v in headers.items()
                                                    if k != HEADER}), stream=True)
         except httpx.HTTPError as e:
             return error_response(502, f"the router did not answer: {e!r}",
                                   code="bad_gateway")
+        finally:
+            if pick_log is not None and got is not None:
+                pick_log.write(request.headers.get("x-request-id"), ask, got,
+                               target is not None, retried)
         kept = {k: v for k, v in resp.headers.items() if k.lower() not in _NOT_FORWARDED}
         if resp.status_code >= 400 and "json" not in resp.headers.get("content-type", ""):
             shaped = router_error(resp.status_code, resp.headers.get("content-type"),
@@ -253,6 +262,8 @@ def app(router: str, view=None):
         yield
         if polling is not None:
             polling.cancel()
+        if pick_log is not None:
+            pick_log.close()
         await client.aclose()
 
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
@@ -277,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--picker-capacity", type=float, default=None,
                    help="the demand one replica serves within its SLOs, in tokens per "
                         "baseline iteration (default: the replicas' --budget)")
+    p.add_argument("--pick-log", type=Path, default=None, metavar="PATH",
+                   help="with --pick: a JSON line per request placed, with its X-Request-Id, "
+                        "the replica named and the picker's predictions (picking.PickLog)")
     p.add_argument("--picker-stale-s", type=float, default=2.0,
                    help="reports older than this: leave the choice to the router's policy")
     p.add_argument("--picker-poll-s", type=float, default=0.25,
@@ -288,15 +302,16 @@ def main(argv: list[str] | None = None) -> int:
 
         info = httpx.get(args.classes_from.rstrip("/") + "/server_info", timeout=60).json()
         adopt_classes(info)  # and the served model's name
-    view = None
+    view = log = None
     if args.pick:
-        from adaserve.sglang.picking import FleetView, config_of
+        from adaserve.sglang.picking import FleetView, PickLog, config_of
 
         if info is None:
             p.error("--pick needs --classes-from (the replicas' classes and baseline)")
         view = FleetView(args.pick, config_of(info, args.picker_capacity, args.picker_stale_s),
                          args.picker_poll_s)
-    uvicorn.run(app(args.router.rstrip("/"), view), host=args.host, port=args.port,
+        log = None if args.pick_log is None else PickLog(args.pick_log)
+    uvicorn.run(app(args.router.rstrip("/"), view, log), host=args.host, port=args.port,
                 log_level="warning")
     return 0
 

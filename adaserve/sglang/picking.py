@@ -20,8 +20,10 @@ Requests the front sent to a replica since its report was read count as waiting 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from adaserve.picker import Ask, Pick, PickerConfig, ReplicaReport, from_json, pick
 
@@ -89,6 +91,31 @@ class FleetView:
         while True:
             await self.poll(client, router)
             await asyncio.sleep(self.poll_s)
+
+
+class PickLog:
+    """One JSON line per request the picking front placed (``--pick-log``): its id (the
+    client's ``X-Request-Id``), its SLOs, the replica named (its index among the
+    replicas; None: the router's policy chose) and what the picker predicted on every
+    replica, so a benchmark can set the predictions against what the client measured
+    (benchmarks/fleet/routing.py)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = path.open("a", buffering=1)  # a line each: a reader sees whole lines
+
+    def write(self, request_id: str | None, ask: Ask, got: Pick, named: bool,
+              retried: bool) -> None:
+        self.file.write(json.dumps({
+            "t": time.monotonic(), "id": request_id, "slo_class": ask.slo_class,
+            "tpot_slo_ms": ask.tpot_slo_ms, "ttft_slo_ms": ask.ttft_slo_ms,
+            "replica": got.replica if named else None, "why": got.why,
+            "retried": retried,  # named, answered 503, re-sent to the router's choice
+            "predictions": [{"demand": p.demand, "tpot_ms": p.tpot_ms, "ttft_ms": p.ttft_ms,
+                             "margin": p.margin} for p in got.predictions]}) + "\n")
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def ask_of(headers: Mapping[str, str]) -> Ask | None:
