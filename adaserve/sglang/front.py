@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from adaserve.server.slo_classes import SLOError
@@ -93,17 +94,37 @@ def _body_slo(body: Mapping) -> Mapping:
     return slo
 
 
-def forwarded_headers(path: str, body: bytes, headers: Mapping[str, str]) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A request at the front, its body parsed once: the door's check, the SLO put on
+    ``tracestate`` and the model name added all read ``doc``."""
+
+    method: str
+    path: str
+    body: bytes
+    headers: Mapping[str, str]
+    doc: object = None  # an SLO route's JSON body; None: another route, or not JSON
+    bad: object = None  # contract.ContractError: why an SLO route's body is not JSON
+
+    @classmethod
+    def of(cls, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> Incoming:
+        if path not in SLO_ROUTES:
+            return cls(method, path, body, headers)
+        from adaserve.sglang.contract import parsed
+
+        doc, bad = parsed(body)
+        return cls(method, path, body, headers, doc, bad)
+
+
+def forwarded_headers(req: Incoming) -> dict[str, str]:
     """What the front sends the router: the client's headers, with the SLO on tracestate
     for an SLO route. SLOError for a bad SLO shape."""
+    headers = req.headers
     out = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
-    if path not in SLO_ROUTES:
+    if req.path not in SLO_ROUTES:
         return out
-    try:
-        parsed = json.loads(body) if body else None
-    except ValueError:  # not JSON: the replica's 4xx says so
-        parsed = None
-    parts = [p for p in (slo_source(parsed, headers), ttft_source(parsed, headers)) if p]
+    # a body that is not JSON (req.doc None) has no SLO of its own: the replica's 4xx says why
+    parts = [p for p in (slo_source(req.doc, headers), ttft_source(req.doc, headers)) if p]
     if parts:
         old = {k.lower(): v for k, v in out.items()}.get("tracestate")
         out = {k: v for k, v in out.items() if k.lower() != "tracestate"}
@@ -116,18 +137,13 @@ _MODEL = {"name": "default"}
 OPENAI_ROUTES = ("/v1/chat/completions", "/v1/completions")
 
 
-def with_model(path: str, body: bytes) -> bytes:
+def with_model(req: Incoming) -> bytes:
     """The body with ``"model"`` added where an OpenAI route's JSON object lacks it:
     the contract makes it optional (both backends serve without it), but sglang-router
     0.3.2 answers "missing field `model`" in plain text before any replica sees it."""
-    if path not in OPENAI_ROUTES:
-        return body
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body
-    if not isinstance(doc, dict) or "model" in doc:
-        return body
+    doc = req.doc
+    if req.path not in OPENAI_ROUTES or not isinstance(doc, dict) or "model" in doc:
+        return req.body
     return json.dumps({**doc, "model": _MODEL["name"]}).encode()
 
 
@@ -162,7 +178,7 @@ def adopt_classes(server_info: Mapping) -> None:
         _MODEL["name"] = str(server_info["served_model_name"])
 
 
-def door_refusal(method: str, path: str, body: bytes, headers: Mapping[str, str]):
+def door_refusal(req: Incoming):
     """The contract's refusal of a request at the fleet's door, as a replica's gate would
     answer it (``contract.checked``: a body not said to be JSON, malformed JSON, a contract
     field, an SLO, all naming the field as the client sent it), or None. Past the router
@@ -171,19 +187,19 @@ def door_refusal(method: str, path: str, body: bytes, headers: Mapping[str, str]
     parse in its own shape. Lengths need the tokenizer and stay the replica's. Without the
     fleet's classes in the environment (a front started by hand), only the shapes the
     tracestate member needs are checked (``forwarded_headers``)."""
-    if method != "POST" or path not in SLO_ROUTES:
+    if req.method != "POST" or req.path not in SLO_ROUTES:
         return None
-    from adaserve.sglang.contract import checked, media_type_error
+    from adaserve.sglang.contract import media_type_error, refusal
     from adaserve.sglang.slo import configured_classes
 
-    err = media_type_error(headers.get("content-type"))
+    err = media_type_error(req.headers.get("content-type"))
     if err is not None:
         return err
     try:
         configured_classes()
     except ValueError:
         return None
-    return checked(path, body, headers)
+    return req.bad if req.bad is not None else refusal(req.path, req.doc, req.headers)
 
 
 def app(router: str, view=None, pick_log=None):
@@ -202,12 +218,13 @@ def app(router: str, view=None, pick_log=None):
     client = httpx.AsyncClient(base_url=router, timeout=None)
 
     async def proxy(request: Request):
-        body = await request.body()
-        err = door_refusal(request.method, request.url.path, body, request.headers)
+        req = Incoming.of(request.method, request.url.path, await request.body(),
+                          request.headers)
+        err = door_refusal(req)
         if err is not None:
             return error_response(err.status, err.message, err.param, code=err.code)
         try:
-            headers = forwarded_headers(request.url.path, body, request.headers)
+            headers = forwarded_headers(req)
         except SLOError as e:
             return error_response(400, str(e), e.param)
         target = ask = got = None
@@ -221,10 +238,12 @@ def app(router: str, view=None, pick_log=None):
                 headers = {**headers, HEADER: target}
         retried = False
 
+        content = with_model(req)
+
         def upstream(h):
             return client.build_request(request.method, request.url.path,
                                         params=request.query_params,
-                                        content=with_model(request.url.path, body), headers=h)
+                                        content=content, headers=h)
         try:
             resp = await client.send(upstream(headers), stream=True)
             if target is not None and resp.status_code == 503:
