@@ -11,10 +11,11 @@ would (``door_refusal``), in the same shape and naming the field as the client s
 since past the router the body's SLO is a ``tracestate`` member; the lengths, which need
 the tokenizer, are judged by the replica that serves the request, whose 400 the router
 returns. Routing stays the router's, unless ``--pick`` gives the replicas: then the
-SLO-aware picker (picking.py) names each SLO request's replica to the router.
+SLO-aware picker (picking.py) names each SLO request's replica to the router. Given
+the replicas, it serves the fleet view at /fleet (fleet_page.py).
 
     python -m adaserve.sglang.front --router http://127.0.0.1:30010 --port 30000 \
-        [--classes-from http://127.0.0.1:30001] [--pick http://127.0.0.1:30001 ...]
+        [--classes-from http://127.0.0.1:30001] [--replicas URL ...] [--pick URL ...]
 """
 
 from __future__ import annotations
@@ -202,10 +203,11 @@ def door_refusal(req: Incoming):
     return req.bad if req.bad is not None else refusal(req.path, req.doc, req.headers)
 
 
-def app(router: str, view=None, pick_log=None):
+def app(router: str, view=None, pick_log=None, replicas: list[str] | None = None):
     """The ASGI app in front of ``router`` (its base URL); with ``view``
     (picking.FleetView) it names each SLO request's replica to the router, and writes
-    each pick to ``pick_log`` (picking.PickLog) when given."""
+    each pick to ``pick_log`` (picking.PickLog) when given. With ``replicas`` (their
+    URLs) it serves the fleet view, /fleet (fleet_page.py)."""
     import httpx
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
@@ -286,7 +288,13 @@ def app(router: str, view=None, pick_log=None):
         await client.aclose()
 
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
-    return Starlette(routes=[Route("/{path:path}", proxy, methods=methods)], lifespan=lifespan)
+    own = []
+    if replicas:
+        from adaserve.sglang.fleet_page import routes
+
+        own = routes(client, [u.rstrip("/") for u in replicas], view)
+    return Starlette(routes=[*own, Route("/{path:path}", proxy, methods=methods)],
+                     lifespan=lifespan)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--picker-capacity", type=float, default=None,
                    help="the demand one replica serves within its SLOs, in tokens per "
                         "baseline iteration (default: the replicas' --budget)")
+    p.add_argument("--replicas", nargs="+", default=None, metavar="URL",
+                   help="the replicas' URLs, for the fleet view at /fleet (per-class "
+                        "attainment for the fleet and each replica; default: --pick's)")
     p.add_argument("--pick-log", type=Path, default=None, metavar="PATH",
                    help="with --pick: a JSON line per request placed, with its X-Request-Id, "
                         "the replica named and the picker's predictions (picking.PickLog)")
@@ -330,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         view = FleetView(args.pick, config_of(info, args.picker_capacity, args.picker_stale_s),
                          args.picker_poll_s)
         log = None if args.pick_log is None else PickLog(args.pick_log)
-    uvicorn.run(app(args.router.rstrip("/"), view, log), host=args.host, port=args.port,
+    uvicorn.run(app(args.router.rstrip("/"), view, log, args.replicas or args.pick), host=args.host, port=args.port,
                 log_level="warning")
     return 0
 

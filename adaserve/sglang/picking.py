@@ -70,12 +70,9 @@ class FleetView:
         report, which goes stale)."""
         async def one(k: int, url: str) -> None:
             t0 = time.monotonic()
-            try:
-                r = await client.get(url + "/adaserve/load", timeout=self.cfg.stale_s)
-                if r.status_code == 200:
-                    self.take(k, r.json(), t0)
-            except Exception:  # noqa: BLE001  a replica busy or gone: its report ages
-                pass
+            doc = await read_report(client, url, self.cfg.stale_s)
+            if doc is not None:  # else a replica busy or gone: its report ages
+                self.take(k, doc, t0)
 
         async def workers() -> None:
             try:
@@ -91,6 +88,15 @@ class FleetView:
         while True:
             await self.poll(client, router)
             await asyncio.sleep(self.poll_s)
+
+
+async def read_report(client, url: str, timeout_s: float) -> Mapping | None:
+    """A replica's ``GET /adaserve/load`` body, or None when it did not answer in time."""
+    try:
+        r = await client.get(url + "/adaserve/load", timeout=timeout_s)
+        return r.json() if r.status_code == 200 else None
+    except Exception:  # noqa: BLE001  busy, gone, or not a replica of ours
+        return None
 
 
 class PickLog:

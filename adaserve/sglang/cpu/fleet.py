@@ -162,7 +162,8 @@ def front_command(args: argparse.Namespace, router: str, urls: list[str],
     if pick and pick_log is not None:
         pick += ["--pick-log", str(pick_log)]
     return [sys.executable, "-m", "adaserve.sglang.front", "--router", router, "--host",
-            args.host, "--port", str(port), "--classes-from", urls[0], *pick,
+            args.host, "--port", str(port), "--classes-from", urls[0], "--replicas", *urls,
+            *pick,
             *shlex.split(args.front_args)]
 
 
