@@ -22,6 +22,7 @@ a long measurement in pieces of a few minutes each). Timed: run it alone.
 
     .venv-sglang/bin/python -m benchmarks.fleet.routing [--rates 0.2 0.35 0.5]
         [--requests 24] [--rounds 2] [--tokens 24] [--seed 0] [--add] [--render]
+        [--loadgen-python .venv/bin/python]
 """
 
 from __future__ import annotations
@@ -78,11 +79,17 @@ class Routings:
 
     def flush(self) -> None:
         """Empty every replica's prefix cache: a routing must not find the prompts the
-        previous one left cached (SGLang flushes only an idle replica; the run drained)."""
+        previous one left cached. SGLang flushes only an idle replica (400 otherwise): the
+        run drained, but a replica may still be freeing its last request."""
         import httpx
 
         for url in self.replicas:
-            httpx.post(url + "/flush_cache", timeout=60)
+            for _ in range(60):
+                if httpx.post(url + "/flush_cache", timeout=60).status_code == 200:
+                    break
+                time.sleep(0.5)
+            else:
+                raise RuntimeError(f"{url} would not flush its cache in 30 s")
 
     def stop(self) -> None:
         for part in reversed(self.extra):
@@ -119,7 +126,7 @@ def requests_of(records_path: Path, picks: dict[str, dict]) -> list[dict]:
 
 def one_run(url: str, rate: float, args: argparse.Namespace, out: Path) -> tuple[list, Path]:
     """One loadgen run against a front: (its summary rows, its records)."""
-    subprocess.run([sys.executable, "-m", "adaserve.cli", "loadgen", "--host", url,
+    subprocess.run([str(args.loadgen_python), "-m", "adaserve.cli", "loadgen", "--host", url,
                     "--rate", str(rate), "--requests", str(args.requests), "--seed",
                     str(args.seed), "--prompts", "short", "--max-tokens", str(args.tokens),
                     "--out", str(out)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -177,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--baseline-ms", type=float, default=80.0)
+    p.add_argument("--loadgen-python", type=Path, default=ROOT / ".venv/bin/python",
+                   help="the Python that runs `adaserve loadgen` (Locust: the main venv; "
+                        "SGLang's venv, which runs this, has none)")
     p.add_argument("--out", type=Path, default=RESULTS, help="where the page and JSON go")
     p.add_argument("--add", action="store_true",
                    help="add these rounds to the kept runs (same settings) instead of "
