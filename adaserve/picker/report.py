@@ -4,10 +4,10 @@ A replica's report is what it can say of itself without the router: the requests
 per SLO class, split into those still waiting for their first token (queued or in
 prefill) and those decoding, the TPOT and TTFT of its recently finished requests per
 class, and since it started, per class, how many finished and kept their SLOs (the
-fleet view's; the picker does not read them). The SGLang plugin serves it at ``GET /adaserve/load`` (adaserve/sglang/load.py);
-the simulated fleet builds the same carrier from a simulated replica
-(adaserve/sim/fleet.py). ``from_json`` reads the route's body, so the front and the tests
-share one parser.
+fleet view's; the picker does not read them). The SGLang plugin serves it at
+``GET /adaserve/load`` (adaserve/sglang/load.py); the simulated fleet builds the same
+carrier from a simulated replica (adaserve/sim/fleet.py). ``from_json`` reads the route's
+body, so the front and the tests share one parser.
 
 Pure Python, no tensors: the picker is tested on fabricated reports.
 """

@@ -341,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         view = FleetView(args.pick, config_of(info, args.picker_capacity, args.picker_stale_s),
                          args.picker_poll_s)
         log = None if args.pick_log is None else PickLog(args.pick_log)
-    uvicorn.run(app(args.router.rstrip("/"), view, log, args.replicas or args.pick), host=args.host, port=args.port,
+    uvicorn.run(app(args.router.rstrip("/"), view, log, args.replicas or args.pick),
+                host=args.host, port=args.port,
                 log_level="warning")
     return 0
 

@@ -229,7 +229,7 @@ def test_the_front_refuses_at_the_door_naming_the_field_as_sent(fleet_classes):
     assert "line 1 column 15" in door_refusal(Incoming.of(
         "POST", "/v1/chat/completions", b'{"messages": [', js)).message
     # what a replica must judge, or nothing to judge: passed on
-    door = lambda body, h: door_refusal(Incoming.of("POST", "/v1/chat/completions", body, h))  # noqa: E731
+    door = lambda b, h: door_refusal(Incoming.of("POST", "/v1/chat/completions", b, h))  # noqa: E731
     assert door(chat(slo={"class": "urgent"}), js) is None
     assert door_refusal(Incoming.of("GET", "/v1/models", b"", {})) is None
     assert door(chat(max_tokens=10 ** 6), js) is None
