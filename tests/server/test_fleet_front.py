@@ -223,13 +223,15 @@ def test_the_front_refuses_at_the_door_naming_the_field_as_sent(fleet_classes):
         (b'{"messages": [', js, 400, None),
         (chat(), {"content-type": "text/plain"}, 415, None),
     ]
+
+    def door(body, headers):
+        return door_refusal(Incoming.of("POST", "/v1/chat/completions", body, headers))
+
     for body, headers, status, param in cases:
-        err = door_refusal(Incoming.of("POST", "/v1/chat/completions", body, headers))
+        err = door(body, headers)
         assert err is not None and (err.status, err.param) == (status, param), (body, err)
-    assert "line 1 column 15" in door_refusal(Incoming.of(
-        "POST", "/v1/chat/completions", b'{"messages": [', js)).message
+    assert "line 1 column 15" in door(b'{"messages": [', js).message
     # what a replica must judge, or nothing to judge: passed on
-    door = lambda b, h: door_refusal(Incoming.of("POST", "/v1/chat/completions", b, h))  # noqa: E731
     assert door(chat(slo={"class": "urgent"}), js) is None
     assert door_refusal(Incoming.of("GET", "/v1/models", b"", {})) is None
     assert door(chat(max_tokens=10 ** 6), js) is None
