@@ -93,6 +93,9 @@ class SLOTraffic(HttpUser):
         rec = Record(a.index, a.slo_class, slo, a.t, now)
         self.records.append(rec)
         body, headers = a.request()
+        # names the request to whatever logs it on the way (the picking SLO front's log,
+        # joined with these records by benchmarks/fleet/routing.py)
+        headers = {**headers, "X-Request-Id": rec.request_id}
         exc = None
         try:
             with self.session.post(f"{self.host}/v1/chat/completions", json=body, stream=True,

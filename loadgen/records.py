@@ -47,6 +47,11 @@ class Record:
     server: dict = field(default_factory=dict)  # the SLO report of the final chunk
 
     @property
+    def request_id(self) -> str:
+        """What the load generator sends as the request's ``X-Request-Id``."""
+        return f"loadgen-{self.index}"
+
+    @property
     def ttft_ms(self) -> float | None:
         if self.first_token_s is None:
             return None

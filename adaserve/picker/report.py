@@ -2,11 +2,12 @@
 
 A replica's report is what it can say of itself without the router: the requests it holds
 per SLO class, split into those still waiting for their first token (queued or in
-prefill) and those decoding, and the TPOT and TTFT of its recently finished requests per
-class. The SGLang plugin serves it at ``GET /adaserve/load`` (adaserve/sglang/load.py);
-the simulated fleet builds the same carrier from a simulated replica
-(adaserve/sim/fleet.py). ``from_json`` reads the route's body, so the front and the tests
-share one parser.
+prefill) and those decoding, the TPOT and TTFT of its recently finished requests per
+class, and since it started, per class, how many finished and kept their SLOs (the
+fleet view's; the picker does not read them). The SGLang plugin serves it at
+``GET /adaserve/load`` (adaserve/sglang/load.py); the simulated fleet builds the same
+carrier from a simulated replica (adaserve/sim/fleet.py). ``from_json`` reads the route's
+body, so the front and the tests share one parser.
 
 Pure Python, no tensors: the picker is tested on fabricated reports.
 """
@@ -48,6 +49,40 @@ class Recent:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassTally:
+    """A replica's finished client requests of one class since it started, and how many
+    kept each objective: TPOT and TTFT each over the requests that had it, end to end
+    (every objective the request had) over those with any. Fleets add them up
+    (``+``): the SLO front's fleet view (adaserve/sglang/fleet_page.py)."""
+
+    slo_class: str
+    finished: int = 0
+    tpot_met: int = 0
+    tpot_of: int = 0  # finished with a TPOT SLO
+    ttft_met: int = 0
+    ttft_of: int = 0  # finished with a TTFT SLO
+    met: int = 0
+    met_of: int = 0  # finished with any SLO
+
+    def __add__(self, other: ClassTally) -> ClassTally:
+        return ClassTally(self.slo_class, *(getattr(self, f) + getattr(other, f)
+                                            for f in _COUNTS))
+
+    def with_finished(self, tpot_met: bool | None, ttft_met: bool | None,
+                      met: bool | None) -> ClassTally:
+        """This tally with one more finished request (None: it had no such objective)."""
+        add = ClassTally(self.slo_class, 1, *(x for m in (tpot_met, ttft_met, met)
+                                              for x in (bool(m), m is not None)))
+        return self + add
+
+    def to_json(self) -> dict:
+        return {"slo_class": self.slo_class, **{f: getattr(self, f) for f in _COUNTS}}
+
+
+_COUNTS = ("finished", "tpot_met", "tpot_of", "ttft_met", "ttft_of", "met", "met_of")
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaReport:
     """One replica's report, stamped with when the reader read it (its own clock: the
     front's monotonic seconds, or the simulator's virtual time)."""
@@ -55,6 +90,7 @@ class ReplicaReport:
     read_at: float
     loads: tuple[ClassLoad, ...] = ()
     recent: tuple[Recent, ...] = ()
+    totals: tuple[ClassTally, ...] = ()  # since the replica started (the fleet view's)
 
     @property
     def waiting(self) -> int:
@@ -120,9 +156,11 @@ def from_json(doc: Mapping, read_at: float) -> ReplicaReport:
         recent = tuple(Recent(str(r["slo_class"]), int(r["finished"]), _ms(r.get("tpot_ms")),
                               _ms(r.get("ttft_ms")))
                        for r in doc.get("recent", ()))
+        totals = tuple(ClassTally(str(t["slo_class"]), *(int(t[f]) for f in _COUNTS))
+                       for t in doc.get("totals", ()))
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"not a replica load report: {e!r}") from None
-    return ReplicaReport(read_at, loads, recent)
+    return ReplicaReport(read_at, loads, recent, totals)
 
 
 def _ms(v) -> float | None:

@@ -239,15 +239,22 @@ class ContractGate:
         await self.app(scope, replay, send)
 
 
+def parsed(body: bytes) -> tuple[object, ContractError | None]:
+    """A contract route's body as sent (bytes said to be JSON), parsed: (the document,
+    None), or (None, the refusal of malformed JSON or text)."""
+    try:
+        return json.loads(body.decode("utf-8")), None
+    except UnicodeDecodeError as e:
+        return None, ContractError(400, not_utf8(e))
+    except json.JSONDecodeError as e:
+        return None, ContractError(400, malformed_json(e.msg, e.pos, e.doc), None,
+                                   "json_invalid")
+
+
 def checked(path: str, body: bytes, headers: Mapping[str, str],
             served: Served | None = None) -> ContractError | None:
-    """What the embedded server would refuse in a contract route's body as sent (bytes
-    said to be JSON): malformed JSON or text, then ``refusal``. The gate asks it on a
-    replica, the fleet's front before the router."""
-    try:
-        doc = json.loads(body.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        return ContractError(400, not_utf8(e))
-    except json.JSONDecodeError as e:
-        return ContractError(400, malformed_json(e.msg, e.pos, e.doc), None, "json_invalid")
-    return refusal(path, doc, headers, served)
+    """What the embedded server would refuse in a contract route's body as sent:
+    malformed JSON or text (``parsed``), then ``refusal``. The gate asks it on a
+    replica; the fleet's front parses once and asks ``refusal``."""
+    doc, bad = parsed(body)
+    return bad if bad is not None else refusal(path, doc, headers, served)

@@ -11,10 +11,11 @@ would (``door_refusal``), in the same shape and naming the field as the client s
 since past the router the body's SLO is a ``tracestate`` member; the lengths, which need
 the tokenizer, are judged by the replica that serves the request, whose 400 the router
 returns. Routing stays the router's, unless ``--pick`` gives the replicas: then the
-SLO-aware picker (picking.py) names each SLO request's replica to the router.
+SLO-aware picker (picking.py) names each SLO request's replica to the router. Given
+the replicas, it serves the fleet view at /fleet (fleet_page.py).
 
     python -m adaserve.sglang.front --router http://127.0.0.1:30010 --port 30000 \
-        [--classes-from http://127.0.0.1:30001] [--pick http://127.0.0.1:30001 ...]
+        [--classes-from http://127.0.0.1:30001] [--replicas URL ...] [--pick URL ...]
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import argparse
 import contextlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 from adaserve.server.slo_classes import SLOError
 from adaserve.sglang.tracestate import member, with_member
@@ -92,17 +95,37 @@ def _body_slo(body: Mapping) -> Mapping:
     return slo
 
 
-def forwarded_headers(path: str, body: bytes, headers: Mapping[str, str]) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A request at the front, its body parsed once: the door's check, the SLO put on
+    ``tracestate`` and the model name added all read ``doc``."""
+
+    method: str
+    path: str
+    body: bytes
+    headers: Mapping[str, str]
+    doc: object = None  # an SLO route's JSON body; None: another route, or not JSON
+    bad: object = None  # contract.ContractError: why an SLO route's body is not JSON
+
+    @classmethod
+    def of(cls, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> Incoming:
+        if path not in SLO_ROUTES:
+            return cls(method, path, body, headers)
+        from adaserve.sglang.contract import parsed
+
+        doc, bad = parsed(body)
+        return cls(method, path, body, headers, doc, bad)
+
+
+def forwarded_headers(req: Incoming) -> dict[str, str]:
     """What the front sends the router: the client's headers, with the SLO on tracestate
     for an SLO route. SLOError for a bad SLO shape."""
+    headers = req.headers
     out = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
-    if path not in SLO_ROUTES:
+    if req.path not in SLO_ROUTES:
         return out
-    try:
-        parsed = json.loads(body) if body else None
-    except ValueError:  # not JSON: the replica's 4xx says so
-        parsed = None
-    parts = [p for p in (slo_source(parsed, headers), ttft_source(parsed, headers)) if p]
+    # a body that is not JSON (req.doc None) has no SLO of its own: the replica's 4xx says why
+    parts = [p for p in (slo_source(req.doc, headers), ttft_source(req.doc, headers)) if p]
     if parts:
         old = {k.lower(): v for k, v in out.items()}.get("tracestate")
         out = {k: v for k, v in out.items() if k.lower() != "tracestate"}
@@ -115,18 +138,13 @@ _MODEL = {"name": "default"}
 OPENAI_ROUTES = ("/v1/chat/completions", "/v1/completions")
 
 
-def with_model(path: str, body: bytes) -> bytes:
+def with_model(req: Incoming) -> bytes:
     """The body with ``"model"`` added where an OpenAI route's JSON object lacks it:
     the contract makes it optional (both backends serve without it), but sglang-router
     0.3.2 answers "missing field `model`" in plain text before any replica sees it."""
-    if path not in OPENAI_ROUTES:
-        return body
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body
-    if not isinstance(doc, dict) or "model" in doc:
-        return body
+    doc = req.doc
+    if req.path not in OPENAI_ROUTES or not isinstance(doc, dict) or "model" in doc:
+        return req.body
     return json.dumps({**doc, "model": _MODEL["name"]}).encode()
 
 
@@ -161,7 +179,7 @@ def adopt_classes(server_info: Mapping) -> None:
         _MODEL["name"] = str(server_info["served_model_name"])
 
 
-def door_refusal(method: str, path: str, body: bytes, headers: Mapping[str, str]):
+def door_refusal(req: Incoming):
     """The contract's refusal of a request at the fleet's door, as a replica's gate would
     answer it (``contract.checked``: a body not said to be JSON, malformed JSON, a contract
     field, an SLO, all naming the field as the client sent it), or None. Past the router
@@ -170,24 +188,26 @@ def door_refusal(method: str, path: str, body: bytes, headers: Mapping[str, str]
     parse in its own shape. Lengths need the tokenizer and stay the replica's. Without the
     fleet's classes in the environment (a front started by hand), only the shapes the
     tracestate member needs are checked (``forwarded_headers``)."""
-    if method != "POST" or path not in SLO_ROUTES:
+    if req.method != "POST" or req.path not in SLO_ROUTES:
         return None
-    from adaserve.sglang.contract import checked, media_type_error
+    from adaserve.sglang.contract import media_type_error, refusal
     from adaserve.sglang.slo import configured_classes
 
-    err = media_type_error(headers.get("content-type"))
+    err = media_type_error(req.headers.get("content-type"))
     if err is not None:
         return err
     try:
         configured_classes()
     except ValueError:
         return None
-    return checked(path, body, headers)
+    return req.bad if req.bad is not None else refusal(req.path, req.doc, req.headers)
 
 
-def app(router: str, view=None):
+def app(router: str, view=None, pick_log=None, replicas: list[str] | None = None):
     """The ASGI app in front of ``router`` (its base URL); with ``view``
-    (picking.FleetView) it names each SLO request's replica to the router."""
+    (picking.FleetView) it names each SLO request's replica to the router, and writes
+    each pick to ``pick_log`` (picking.PickLog) when given. With ``replicas`` (their
+    URLs) it serves the fleet view, /fleet (fleet_page.py)."""
     import httpx
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
@@ -200,27 +220,32 @@ def app(router: str, view=None):
     client = httpx.AsyncClient(base_url=router, timeout=None)
 
     async def proxy(request: Request):
-        body = await request.body()
-        err = door_refusal(request.method, request.url.path, body, request.headers)
+        req = Incoming.of(request.method, request.url.path, await request.body(),
+                          request.headers)
+        err = door_refusal(req)
         if err is not None:
             return error_response(err.status, err.message, err.param, code=err.code)
         try:
-            headers = forwarded_headers(request.url.path, body, request.headers)
+            headers = forwarded_headers(req)
         except SLOError as e:
             return error_response(400, str(e), e.param)
-        target = None
+        target = ask = got = None
         if view is not None and request.url.path in SLO_ROUTES:
             from adaserve.sglang.picking import HEADER, ask_of
 
             ask = ask_of(headers)
-            target = None if ask is None else view.choose(ask)[0]
+            if ask is not None:
+                target, got = view.choose(ask)
             if target is not None:
                 headers = {**headers, HEADER: target}
+        retried = False
+
+        content = with_model(req)
 
         def upstream(h):
             return client.build_request(request.method, request.url.path,
                                         params=request.query_params,
-                                        content=with_model(request.url.path, body), headers=h)
+                                        content=content, headers=h)
         try:
             resp = await client.send(upstream(headers), stream=True)
             if target is not None and resp.status_code == 503:
@@ -229,11 +254,16 @@ def app(router: str, view=None):
                 await resp.aclose()
                 from adaserve.sglang.picking import HEADER
 
+                retried = True
                 resp = await client.send(upstream({k: v for k, v in headers.items()
                                                    if k != HEADER}), stream=True)
         except httpx.HTTPError as e:
             return error_response(502, f"the router did not answer: {e!r}",
                                   code="bad_gateway")
+        finally:
+            if pick_log is not None and got is not None:
+                pick_log.write(request.headers.get("x-request-id"), ask, got,
+                               target is not None, retried)
         kept = {k: v for k, v in resp.headers.items() if k.lower() not in _NOT_FORWARDED}
         if resp.status_code >= 400 and "json" not in resp.headers.get("content-type", ""):
             shaped = router_error(resp.status_code, resp.headers.get("content-type"),
@@ -253,10 +283,18 @@ def app(router: str, view=None):
         yield
         if polling is not None:
             polling.cancel()
+        if pick_log is not None:
+            pick_log.close()
         await client.aclose()
 
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
-    return Starlette(routes=[Route("/{path:path}", proxy, methods=methods)], lifespan=lifespan)
+    own = []
+    if replicas:
+        from adaserve.sglang.fleet_page import routes
+
+        own = routes(client, [u.rstrip("/") for u in replicas], view)
+    return Starlette(routes=[*own, Route("/{path:path}", proxy, methods=methods)],
+                     lifespan=lifespan)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,6 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--picker-capacity", type=float, default=None,
                    help="the demand one replica serves within its SLOs, in tokens per "
                         "baseline iteration (default: the replicas' --budget)")
+    p.add_argument("--replicas", nargs="+", default=None, metavar="URL",
+                   help="the replicas' URLs, for the fleet view at /fleet (per-class "
+                        "attainment for the fleet and each replica; default: --pick's)")
+    p.add_argument("--pick-log", type=Path, default=None, metavar="PATH",
+                   help="with --pick: a JSON line per request placed, with its X-Request-Id, "
+                        "the replica named and the picker's predictions (picking.PickLog)")
     p.add_argument("--picker-stale-s", type=float, default=2.0,
                    help="reports older than this: leave the choice to the router's policy")
     p.add_argument("--picker-poll-s", type=float, default=0.25,
@@ -288,15 +332,17 @@ def main(argv: list[str] | None = None) -> int:
 
         info = httpx.get(args.classes_from.rstrip("/") + "/server_info", timeout=60).json()
         adopt_classes(info)  # and the served model's name
-    view = None
+    view = log = None
     if args.pick:
-        from adaserve.sglang.picking import FleetView, config_of
+        from adaserve.sglang.picking import FleetView, PickLog, config_of
 
         if info is None:
             p.error("--pick needs --classes-from (the replicas' classes and baseline)")
         view = FleetView(args.pick, config_of(info, args.picker_capacity, args.picker_stale_s),
                          args.picker_poll_s)
-    uvicorn.run(app(args.router.rstrip("/"), view), host=args.host, port=args.port,
+        log = None if args.pick_log is None else PickLog(args.pick_log)
+    uvicorn.run(app(args.router.rstrip("/"), view, log, args.replicas or args.pick),
+                host=args.host, port=args.port,
                 log_level="warning")
     return 0
 

@@ -11,12 +11,17 @@ route answers from the tokenizer manager, in the HTTP server's process:
   start-up warm-up (``log_metrics`` False) are not clients and are left out;
 - ``recent``: per class, the count and median TPOT and TTFT of its last finished client
   requests (adaserve.picker.report: RECENT_FINISHED of the last RECENT_S seconds), which
-  ``report.report_hook`` records as each one finishes (``finished``).
+  ``report.report_hook`` records as each one finishes (``finished``);
+- ``totals``: per class, the client requests finished since the replica started and how
+  many kept their TPOT SLO, their TTFT SLO and every objective (``ClassTally``): what
+  the SLO front's fleet view adds up (fleet_page.py).
 
     {"in_flight": [{"slo_class": "urgent", "tpot_slo_ms": 60.0, "waiting": 1,
                     "running": 2}, ...],
      "recent": [{"slo_class": "urgent", "finished": 12, "tpot_ms": 41.2,
-                 "ttft_ms": 310.0}, ...]}
+                 "ttft_ms": 310.0}, ...],
+     "totals": [{"slo_class": "urgent", "finished": 40, "tpot_met": 31, "tpot_of": 40,
+                 "ttft_met": 38, "ttft_of": 40, "met": 30, "met_of": 40}, ...]}
 """
 
 from __future__ import annotations
@@ -26,19 +31,29 @@ import threading
 import time
 from collections.abc import Mapping
 
-from adaserve.picker.report import RECENT_FINISHED, RECENT_S, recent
+from adaserve.picker.report import RECENT_FINISHED, RECENT_S, ClassTally, recent
 
 ROUTE = "/adaserve/load"
 # (monotonic s, class, TPOT ms, TTFT ms) of finished client requests, oldest first; enough
 # for RECENT_FINISHED of a handful of classes
 _FINISHED: collections.deque = collections.deque(maxlen=16 * RECENT_FINISHED)
+_TOTALS: dict[str, ClassTally] = {}  # by class, since the replica started
 _LOCK = threading.Lock()
 
 
-def finished(slo_class: str, tpot_ms: float | None, ttft_ms: float | None) -> None:
-    """One client request finished (``report.report_hook``)."""
+def finished(slo_class: str, tpot_ms: float | None, ttft_ms: float | None,
+             met: tuple[bool | None, bool | None, bool | None] = (None, None, None)) -> None:
+    """One client request finished (``report.report_hook``); ``met``: whether it kept its
+    TPOT SLO, its TTFT SLO and every objective (scheduler.slo.objectives_met; None: it had
+    no such objective)."""
     with _LOCK:
         _FINISHED.append((time.monotonic(), slo_class, tpot_ms, ttft_ms))
+        _TOTALS[slo_class] = _TOTALS.get(slo_class, ClassTally(slo_class)).with_finished(*met)
+
+
+def total_rows() -> list[dict]:
+    with _LOCK:
+        return [t.to_json() for t in _TOTALS.values()]
 
 
 def recent_rows(now: float | None = None) -> list[dict]:
@@ -74,4 +89,4 @@ async def load_route():
     _, default_class = configured_classes()
     tm = get_global_state().tokenizer_manager
     return {"in_flight": in_flight_rows(tm.rid_to_state, default_class),
-            "recent": recent_rows()}
+            "recent": recent_rows(), "totals": total_rows()}

@@ -20,8 +20,10 @@ Requests the front sent to a replica since its report was read count as waiting 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from adaserve.picker import Ask, Pick, PickerConfig, ReplicaReport, from_json, pick
 
@@ -68,12 +70,9 @@ class FleetView:
         report, which goes stale)."""
         async def one(k: int, url: str) -> None:
             t0 = time.monotonic()
-            try:
-                r = await client.get(url + "/adaserve/load", timeout=self.cfg.stale_s)
-                if r.status_code == 200:
-                    self.take(k, r.json(), t0)
-            except Exception:  # noqa: BLE001  a replica busy or gone: its report ages
-                pass
+            doc = await read_report(client, url, self.cfg.stale_s)
+            if doc is not None:  # else a replica busy or gone: its report ages
+                self.take(k, doc, t0)
 
         async def workers() -> None:
             try:
@@ -89,6 +88,40 @@ class FleetView:
         while True:
             await self.poll(client, router)
             await asyncio.sleep(self.poll_s)
+
+
+async def read_report(client, url: str, timeout_s: float) -> Mapping | None:
+    """A replica's ``GET /adaserve/load`` body, or None when it did not answer in time."""
+    try:
+        r = await client.get(url + "/adaserve/load", timeout=timeout_s)
+        return r.json() if r.status_code == 200 else None
+    except Exception:  # noqa: BLE001  busy, gone, or not a replica of ours
+        return None
+
+
+class PickLog:
+    """One JSON line per request the picking front placed (``--pick-log``): its id (the
+    client's ``X-Request-Id``), its SLOs, the replica named (its index among the
+    replicas; None: the router's policy chose) and what the picker predicted on every
+    replica, so a benchmark can set the predictions against what the client measured
+    (benchmarks/fleet/routing.py)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = path.open("a", buffering=1)  # a line each: a reader sees whole lines
+
+    def write(self, request_id: str | None, ask: Ask, got: Pick, named: bool,
+              retried: bool) -> None:
+        self.file.write(json.dumps({
+            "t": time.monotonic(), "id": request_id, "slo_class": ask.slo_class,
+            "tpot_slo_ms": ask.tpot_slo_ms, "ttft_slo_ms": ask.ttft_slo_ms,
+            "replica": got.replica if named else None, "why": got.why,
+            "retried": retried,  # named, answered 503, re-sent to the router's choice
+            "predictions": [{"demand": p.demand, "tpot_ms": p.tpot_ms, "ttft_ms": p.ttft_ms,
+                             "margin": p.margin} for p in got.predictions]}) + "\n")
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def ask_of(headers: Mapping[str, str]) -> Ask | None:

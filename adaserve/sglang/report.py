@@ -151,8 +151,9 @@ def report_hook(original, self, meta_info, recv_obj, i):
     from adaserve.sglang.slo import configured_classes
 
     # what the picker reads of this replica's recent requests (GET /adaserve/load)
+    tpot_met = objectives_met(report["tpot_ms"], report["slo_tpot_ms"], None, None)[0]
     load.finished(report["slo_class"] or configured_classes()[1], report["tpot_ms"],
-                  report["ttft_ms"])
+                  report["ttft_ms"], (tpot_met, report["ttft_attained"], report["slo_attained"]))
     if getattr(self, "enable_metrics", False):
         metrics, default_class = _metrics()
         ms = lambda v: None if v is None else v / 1e3  # noqa: E731

@@ -82,6 +82,7 @@ HOW = {
     "loadgen/bench.py": SWEEP,
     "benchmarks/engine/startup_budget.py": RENDER,
     "benchmarks/engine/scheduler_overhead.py": RENDER,
+    "benchmarks/fleet/routing.py": RENDER,
     **{f"benchmarks/paper/{m}.py": KEPT_RUNS for m in ("figures", "fig14", "ablation", "seed",
                                                         "test_set")},
     "benchmarks/fleet/sim.py": KEPT_RUNS,

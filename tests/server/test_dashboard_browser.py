@@ -11,36 +11,16 @@ import asyncio
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import httpx
-import pytest
+from headless import chromium, headless as _headless
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
-def _headless(binary: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--disable-dev-shm-usage", "--hide-scrollbars",
-                           "--window-size=1280,1000", "--virtual-time-budget=6000", *args],
-                          capture_output=True, text=True, timeout=120)
-
-
 def test_dashboard_shows_live_data_in_chromium(live, tmp_path):
-    binary = _chromium()
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must have Chromium (.ci/run installs it)")
-        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    binary = chromium()
 
     async def traffic():
         async with httpx.AsyncClient(base_url=live.url, timeout=300) as c:

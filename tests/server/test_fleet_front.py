@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from adaserve.server.slo_classes import SLOError, parse_classes, resolve
-from adaserve.sglang.front import app, forwarded_headers, slo_source
+from adaserve.sglang.front import Incoming, app, forwarded_headers, slo_source
 from adaserve.sglang.tracestate import member, slo_headers, with_member
 
 REAL_CLIENT = httpx.AsyncClient  # the test's own client; the front's is patched below
@@ -111,18 +111,19 @@ def test_shapes_the_contract_refuses(body):
 ])
 def test_the_ttft_slo_rides_in_the_same_member(body, headers, want):
     """Body slo.ttft_ms first, then X-SLO-TTFT-MS, beside the TPOT's source."""
-    out = forwarded_headers("/generate", json.dumps(body).encode(), headers)
+    out = forwarded_headers(Incoming.of("POST", "/generate", json.dumps(body).encode(), headers))
     assert out["tracestate"] == want
 
 
 def test_only_slo_routes_get_the_member_and_hop_headers_stay():
     body = json.dumps({"text": "hi"}).encode()
     h = {"X-SLO-Class": "urgent", "Connection": "keep-alive", "Authorization": "Bearer t"}
-    out = forwarded_headers("/generate", body, h)
+    out = forwarded_headers(Incoming.of("POST", "/generate", body, h))
     assert out["tracestate"] == "adaserve=class:urgent" and "Connection" not in out
     assert out["Authorization"] == "Bearer t"
-    assert "tracestate" not in forwarded_headers("/health", b"", h)
-    assert "tracestate" not in forwarded_headers("/generate", b"not json", {})
+    assert "tracestate" not in forwarded_headers(Incoming.of("GET", "/health", b"", h))
+    assert "tracestate" not in forwarded_headers(Incoming.of("POST", "/generate", b"not json",
+                                                             {}))
 
 
 class Chunks(httpx.AsyncByteStream):
@@ -222,27 +223,30 @@ def test_the_front_refuses_at_the_door_naming_the_field_as_sent(fleet_classes):
         (b'{"messages": [', js, 400, None),
         (chat(), {"content-type": "text/plain"}, 415, None),
     ]
+
+    def door(body, headers):
+        return door_refusal(Incoming.of("POST", "/v1/chat/completions", body, headers))
+
     for body, headers, status, param in cases:
-        err = door_refusal("POST", "/v1/chat/completions", body, headers)
+        err = door(body, headers)
         assert err is not None and (err.status, err.param) == (status, param), (body, err)
-    assert "line 1 column 15" in door_refusal("POST", "/v1/chat/completions",
-                                              b'{"messages": [', js).message
+    assert "line 1 column 15" in door(b'{"messages": [', js).message
     # what a replica must judge, or nothing to judge: passed on
-    assert door_refusal("POST", "/v1/chat/completions", chat(slo={"class": "urgent"}), js) \
-        is None
-    assert door_refusal("GET", "/v1/models", b"", {}) is None
-    assert door_refusal("POST", "/v1/chat/completions", chat(max_tokens=10 ** 6), js) is None
+    assert door(chat(slo={"class": "urgent"}), js) is None
+    assert door_refusal(Incoming.of("GET", "/v1/models", b"", {})) is None
+    assert door(chat(max_tokens=10 ** 6), js) is None
 
 
 def test_an_openai_body_without_a_model_gets_one_for_the_router():
     from adaserve.sglang.front import with_model
 
     sent = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
-    assert json.loads(with_model("/v1/chat/completions", sent))["model"]
+    model = lambda path, body: with_model(Incoming.of("POST", path, body, {}))  # noqa: E731
+    assert json.loads(model("/v1/chat/completions", sent))["model"]
     named = json.dumps({"model": "m", "prompt": "hi"}).encode()
-    assert with_model("/v1/completions", named) == named  # the client's own is kept
-    assert with_model("/generate", sent) == sent  # SGLang's native route has no model
-    assert with_model("/v1/completions", b"{not json") == b"{not json"  # the gate's to refuse
+    assert model("/v1/completions", named) == named  # the client's own is kept
+    assert model("/generate", sent) == sent  # SGLang's native route has no model
+    assert model("/v1/completions", b"{not json") == b"{not json"  # the gate's to refuse
 
 
 def test_the_routers_plain_text_errors_leave_in_openais_shape():
@@ -254,3 +258,30 @@ def test_the_routers_plain_text_errors_leave_in_openais_shape():
     assert router_error(503, None, b"")  # an empty body still says something
     assert router_error(400, "application/json", b"{}") is None  # shaped upstream
     assert router_error(200, "text/plain", b"ok") is None
+
+
+def test_the_front_parses_a_body_once(front, fleet_classes, monkeypatch):
+    """The door's check, the SLO put on tracestate and the model name added all read the
+    one parse (front.Incoming); a request's JSON used to be parsed three times."""
+    real, calls = json.loads, []
+
+    def counting(text, *a, **kw):
+        if "parse-me-once" in (text.decode() if isinstance(text, bytes) else text):
+            calls.append(1)
+        return real(text, *a, **kw)
+
+    monkeypatch.setattr(json, "loads", counting)
+    asgi, rec = front
+
+    async def send():
+        async with REAL_CLIENT(transport=httpx.ASGITransport(app=asgi),
+                               base_url="http://front") as c:
+            return await c.post("/v1/chat/completions", json={
+                "messages": [{"role": "user", "content": "parse-me-once"}],
+                "slo": {"class": "urgent"}})
+
+    r = asyncio.run(send())
+    assert r.status_code == 200 and r.json()["tracestate"] == "adaserve=class:urgent"
+    sent = real(rec.seen[-1][1])
+    assert sent["model"] and sent["slo"] == {"class": "urgent"}  # the model added, body kept
+    assert len(calls) == 1

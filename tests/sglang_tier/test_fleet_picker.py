@@ -7,18 +7,26 @@ each request's replica from the replicas' `GET /adaserve/load`:
 - four urgent requests at once through the front: every one is served, the router
   counts them as named targets it found (no misses, no random fallback), and they are
   spread over both replicas (each one sent counts in the next one's view);
-- afterwards each replica's report has its finished urgent requests in `recent`.
+- afterwards each replica's report has its finished urgent requests in `recent`;
+- the front's fleet view (/fleet) in a real headless Chromium at 1280 x 1000, after two
+  relaxed requests more: per class, the fleet's finished requests are the replicas'
+  added up and each replica's match its own report, with TPOT, TTFT and end-to-end
+  attainment shown for each. The screenshot goes to the test's temporary directory; with
+  ADASERVE_KEEP_SCREENSHOT=1 it replaces results/fleet.png, the one docs/fleet.md shows.
 
-Lean, as test_fleet_cpu.py: 8 new tokens, four requests."""
+Lean, as test_fleet_cpu.py: 8 new tokens, six requests."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
+from headless import chromium, headless
 
 from adaserve.sglang.cpu.fleet import FleetProcess
 from adaserve.sglang.cpu.process import free_port
@@ -64,7 +72,8 @@ def _branches(fleet) -> dict[str, float]:
 
 
 def test_the_front_names_each_requests_replica(fleet):
-    assert [_load(fleet, k) for k in range(2)] == [{"in_flight": [], "recent": []}] * 2
+    assert [_load(fleet, k) for k in range(2)] == [{"in_flight": [], "recent": [],
+                                                    "totals": []}] * 2
 
     def one(i: int) -> httpx.Response:
         return httpx.post(fleet.url + "/generate", headers={"X-SLO-Class": "urgent"},
@@ -82,3 +91,50 @@ def test_the_front_names_each_requests_replica(fleet):
                   if r["slo_class"] == "urgent") for k in range(2)]
     assert sum(served) == 4 and min(served) >= 1, served
     assert all(_load(fleet, k)["in_flight"] == [] for k in range(2))
+
+
+def test_the_fleet_view_in_chromium(fleet, tmp_path):
+    binary = chromium()
+    for i in range(2):  # a second class, beside the urgent ones above
+        # a TTFT SLO of their own: a TTFT reading whatever default the replicas reason
+        r = httpx.post(fleet.url + "/generate", headers={"X-SLO-Class": "relaxed",
+                                                         "X-SLO-TTFT-MS": "600000"},
+                       timeout=600, json={"text": f"Name a colour {i}:", "sampling_params": {
+                           "temperature": 0, "max_new_tokens": 8, "ignore_eos": True}})
+        assert r.status_code == 200, r.text
+    totals = [{t["slo_class"]: t for t in _load(fleet, k)["totals"]} for k in range(2)]
+    dom = headless(binary, "--dump-dom", fleet.url + "/fleet")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    html = dom.stdout
+    assert "2 replicas, 2 answering" in html and "the SLO-aware picker" in html
+
+    def row(where: str, cls: str) -> str:
+        m = re.search(rf'<tr data-where="{where}" data-class="{cls}">(.*?)</tr>', html, re.S)
+        assert m, f"no {where} row for {cls}"
+        return m.group(1)
+
+    for cls, sent in (("urgent", 4), ("relaxed", 2)):
+        mine = [t.get(cls, {}).get("finished", 0) for t in totals]
+        assert sum(mine) == sent, (cls, totals)
+        fleet_row = row("fleet", cls)
+        assert re.search(rf'class="finished">{sent}<', fleet_row), fleet_row
+        for k in range(2):
+            assert re.search(rf'class="finished">{mine[k]}<', row(f"replica{k}", cls))
+        # each reading: the replicas' kept objectives over those that had it, added up
+        for kind, met in (("tpot", "tpot_met"), ("ttft", "ttft_met"), ("e2e", "met")):
+            of = "met_of" if kind == "e2e" else f"{kind}_of"
+            n = sum(t.get(cls, {}).get(of, 0) for t in totals)
+            cell = re.search(rf'class="att {kind}" data-value="([\d.]*)"', fleet_row)
+            assert cell, (kind, fleet_row)
+            if n == 0:  # no request of the class had the objective: shown as none
+                assert cell.group(1) == "" and kind == "ttft" and cls == "urgent"
+            else:
+                want = sum(t.get(cls, {}).get(met, 0) for t in totals) / n
+                assert abs(float(cell.group(1)) - want) < 1e-9, (kind, fleet_row)
+    bottom = int(re.search(r'<body[^>]*data-bottom="(\d+)"', html).group(1))
+    assert bottom <= 1000, bottom  # the whole view inside a 1280 x 1000 window
+    shot = tmp_path / "fleet.png"
+    png = headless(binary, f"--screenshot={shot}", fleet.url + "/fleet")
+    assert png.returncode == 0 and shot.stat().st_size > 10_000, png.stderr[-2000:]
+    if os.environ.get("ADASERVE_KEEP_SCREENSHOT") == "1":
+        shutil.copyfile(shot, ROOT / "results" / "fleet.png")

@@ -157,10 +157,13 @@ def router_command(args: argparse.Namespace, urls: list[str], port: int,
 
 
 def front_command(args: argparse.Namespace, router: str, urls: list[str],
-                  port: int) -> list[str]:
+                  port: int, pick_log: Path | None = None) -> list[str]:
     pick = ["--pick", *urls] if args.policy == PICKER else []
+    if pick and pick_log is not None:
+        pick += ["--pick-log", str(pick_log)]
     return [sys.executable, "-m", "adaserve.sglang.front", "--router", router, "--host",
-            args.host, "--port", str(port), "--classes-from", urls[0], *pick,
+            args.host, "--port", str(port), "--classes-from", urls[0], "--replicas", *urls,
+            *pick,
             *shlex.split(args.front_args)]
 
 
@@ -246,6 +249,30 @@ def _ready(part: Part, route: str, timeout_s: float, t0: float) -> None:
     print(json.dumps({**line, "ready_s": round(time.monotonic() - t0, 1)}), flush=True)
 
 
+def start_routing(args: argparse.Namespace, urls: list[str], logdir: Path,
+                  parts: list[Part], t0: float | None = None,
+                  name: str = "") -> tuple[Part, Part, str]:
+    """The router with ``args.policy`` before the replicas at ``urls``, then the SLO front
+    before it, each waited for and added to ``parts`` (which the caller stops): (router,
+    front, the router's metrics URL). A picking front logs its picks to
+    ``picks<name>.jsonl`` in ``logdir``. ``name`` tells a further routing's logs apart
+    (benchmarks/fleet/routing.py runs three routings before the same replicas)."""
+    t0 = time.monotonic() if t0 is None else t0
+    metrics_port = args.router_metrics_port or free_port()
+    router_port = args.router_port or free_port()
+    router = _start("router", 0, router_command(args, urls, router_port, metrics_port),
+                    f"http://{args.host}:{router_port}", logdir / f"router{name}.log")
+    parts.append(router)
+    _ready(router, "/readiness", 120, t0)
+    port = args.port or free_port()
+    front = _start("front", 0, front_command(args, router.url, urls, port,
+                                             logdir / f"picks{name}.jsonl"),
+                   f"http://{args.host}:{port}", logdir / f"front{name}.log")
+    parts.append(front)
+    _ready(front, "/readiness", 120, t0)
+    return router, front, f"http://{args.host}:{metrics_port}/metrics"
+
+
 def _interrupt(signum, frame) -> None:
     """SIGTERM from whoever started the fleet stops it as Ctrl-C does."""
     raise KeyboardInterrupt
@@ -278,20 +305,11 @@ def main(args: argparse.Namespace) -> int:
                 _ready(parts[0], "/health_generate", args.startup_timeout, t0)
         for part in parts[1:]:
             _ready(part, "/health_generate", args.startup_timeout, t0)
-        metrics_port = args.router_metrics_port or free_port()
-        router_port = args.router_port or free_port()
-        router = _start("router", 0, router_command(args, urls, router_port, metrics_port),
-                        f"http://{args.host}:{router_port}", logdir / "router.log")
-        parts.append(router)
-        _ready(router, "/readiness", 120, t0)
-        port = args.port or free_port()
-        front = _start("front", 0, front_command(args, router.url, urls, port),
-                       f"http://{args.host}:{port}", logdir / "front.log")
-        parts.append(front)
-        _ready(front, "/readiness", 120, t0)
+        router, front, metrics = start_routing(args, urls, logdir, parts, t0)
         print(json.dumps({"fleet": "ready", "url": front.url, "router": router.url,
-                          "router_metrics": f"http://{args.host}:{metrics_port}/metrics"}),
-              flush=True)
+                          "router_metrics": metrics,
+                          "pick_log": str(logdir / "picks.jsonl")
+                          if args.policy == PICKER else None}), flush=True)
         dead: set[int] = set()
         while router.proc.poll() is None and front.proc.poll() is None:
             for part in parts:
@@ -344,6 +362,7 @@ class FleetProcess:
             ready = [ln for ln in lines if ln["fleet"] == "ready"]
             if ready:
                 self.ready_s = time.monotonic() - self.t0
+                self.ready = ready[0]  # its line: the front's url, the pick log
                 self.url, self.router = ready[0]["url"], next(
                     ln for ln in lines if ln["fleet"] == "router")
                 self.replicas = {ln["index"]: ln for ln in lines if ln["fleet"] == "replica"}
