@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing as mp
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,17 +110,45 @@ def execute(task: FleetTask) -> dict:
     return out
 
 
-def result(task: FleetTask) -> dict:
-    """The kept run if its inputs are still the task's, else a new one (logged)."""
+def cached(task: FleetTask) -> dict | None:
+    """The kept run if its inputs are still the task's."""
     if task.path.is_file():
         kept = json.loads(task.path.read_text())
         if kept["inputs"] == task.inputs():
             return kept
+    return None
+
+
+def _execute_logged(task: FleetTask) -> dict:
     t0 = time.perf_counter()
     out = execute(task)
-    print(f"  {task.trace.stem} x{task.replicas} {task.router}: "
+    print(f"  {task.trace.stem} x{task.replicas} {task.router}"
+          f"{'' if task.speed == 1.0 else f' at {task.speed:g}x'}: "
           f"{out['classes']['overall']['attainment']:.1f}% "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    return out
+
+
+def result(task: FleetTask) -> dict:
+    """The kept run if its inputs are still the task's, else a new one (logged)."""
+    kept = cached(task)
+    return kept if kept is not None else _execute_logged(task)
+
+
+def results(tasks: list[FleetTask], jobs: int = 1) -> dict[FleetTask, dict]:
+    """Every task's result: kept ones read, the rest run on ``jobs`` processes (a fleet
+    simulation is single-threaded), the fewest replicas first: each run is kept as it
+    ends, so a sweep cut short leaves the small fleets whole."""
+    out = {t: cached(t) for t in dict.fromkeys(tasks)}
+    todo = sorted((t for t, r in out.items() if r is None), key=lambda t: t.replicas)
+    if todo:
+        print(f"{len(todo)} fleet runs to do, {len(out) - len(todo)} kept", flush=True)
+        if jobs > 1:
+            with mp.get_context("fork").Pool(jobs) as pool:
+                done = pool.map(_execute_logged, todo, chunksize=1)
+        else:
+            done = [_execute_logged(t) for t in todo]
+        out.update(zip(todo, done))
     return out
 
 
