@@ -163,7 +163,8 @@ def measure(args: argparse.Namespace) -> dict:
     ref = next((r for r in rows if r["system"] == "sglang-none"), None)
     for r in rows:  # the page says whether they match; the ids are bulky
         if r["system"].startswith("adaserve"):
-            r.update(tier_same=same(r, ref, "tier_ids"), workload_same=same(r, ref, "workload_ids"))
+            r.update(tier_same=same(r, ref, "tier_ids"),
+                     workload_same=same(r, ref, "workload_ids"))
     for r in rows:
         r.pop("tier_ids", None)
         r.pop("workload_ids", None)
