@@ -41,12 +41,16 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import psutil
 
 from benchmarks.shared.common import RESULTS, ROOT
 from benchmarks.shared.page import Made, kept
+
+if TYPE_CHECKING:  # measuring imports it; --render needs nothing of SGLang's fleet
+    from adaserve.sglang.cpu.fleet import FleetProcess
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "List three prime numbers:",
            "Once upon a time", "Water boils at", "The best way to learn is"]
@@ -126,7 +130,7 @@ def running(url: str) -> float:
                if ln.startswith(("sglang:num_running_reqs", "sglang:num_queue_reqs")))
 
 
-def kill_one(fleet, concurrency: int, tokens: int) -> dict:
+def kill_one(fleet: FleetProcess, concurrency: int, tokens: int) -> dict:
     victim = fleet.replicas[max(fleet.replicas)]
     results: list = []
     with ThreadPoolExecutor(concurrency) as pool:
