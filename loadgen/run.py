@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from adaserve.loadgen.options import add_mix_draw_args, add_traffic_args, traffic_argv
-from adaserve.loadgen.records import read_jsonl, summarize, summary_table
+from adaserve.loadgen.records import ClassSummary, read_jsonl, summarize, summary_table
 from adaserve.loadgen.workload import MIX_DRAWS
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -89,11 +89,19 @@ def main(args: argparse.Namespace) -> int:
             "mix_draw": args.mix_draw}
     (args.out / "summary.json").write_text(json.dumps(
         {**meta, "rows": [asdict(r) for r in rows]}, indent=2))
-    text = "\n".join([
+    text = page(meta, rows, args)
+    (args.out / "summary.md").write_text(text)
+    print(text)
+    return rc
+
+
+def page(meta: dict, rows: list[ClassSummary], args: argparse.Namespace) -> str:
+    """summary.md: the run's command, machine and date (``meta``) and its table."""
+    return "\n".join([
         "# Load run", "", f"- command: `{meta['command']}`", f"- machine: {meta['machine']}",
         f"- date: {meta['date']}",
-        f"- server: {_server_line(info)}",
-        f"- {len(records)} requests, {args.arrival} arrivals"
+        f"- server: {_server_line(meta['server'])}",
+        f"- {meta['requests']} requests, {args.arrival} arrivals"
         + _arrivals(args)
         + f", prompt set {args.prompts}, class mix {args.mix}"
         + (f" with urgent share {args.urgent:g}" if args.urgent >= 0 else "")
@@ -103,9 +111,18 @@ def main(args: argparse.Namespace) -> int:
         "SLO (best effort: completed) per second of the run; TPOT and TTFT measured by the "
         "client from the stream.", "",
         summary_table(rows, args.ttft_slo_ms), ""])
-    (args.out / "summary.md").write_text(text)
-    print(text)
-    return rc
+
+
+def render(out: Path) -> str:
+    """Rewrite a kept run's summary.md from its summary.json and records.jsonl, sending
+    nothing: the run's flags are read back from the command it records."""
+    meta = json.loads((out / "summary.json").read_text())
+    p = argparse.ArgumentParser()
+    add_args(p)
+    args = p.parse_args(shlex.split(meta["command"])[2:])  # after "adaserve loadgen"
+    text = page(meta, summarize(read_jsonl(out / "records.jsonl"), args.ttft_slo_ms), args)
+    (out / "summary.md").write_text(text)
+    return text
 
 
 def machine() -> str:

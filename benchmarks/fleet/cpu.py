@@ -19,15 +19,18 @@ Timings need a quiet machine: the numbers depend on everything else running on t
 cores.
 
     python -m benchmarks.fleet.cpu [--replicas 2] [--requests 16] [--concurrency 4]
-        [--tokens 32] [--rounds 2] [--out results/fleet_cpu.md]
+        [--tokens 32] [--rounds 2] [--out results/fleet_cpu.md] [--render]
 
-Run it with SGLang's venv (.venv-sglang/bin/python): it starts SGLang.
+Run it with SGLang's venv (.venv-sglang/bin/python): it starts SGLang. The page's data is
+kept beside it (results/fleet_cpu.json); --render rewrites the page from it, measuring
+nothing and needing no SGLang.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
+import dataclasses
+import json
 import os
 import shlex
 import signal
@@ -38,13 +41,16 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import psutil
 
-from benchmarks.shared.common import RESULTS, ROOT, commit, machine
+from benchmarks.shared.common import RESULTS, ROOT
+from benchmarks.shared.page import Made, kept
 
-from adaserve.sglang.cpu.fleet import FleetProcess
+if TYPE_CHECKING:  # measuring imports it; --render needs nothing of SGLang's fleet
+    from adaserve.sglang.cpu.fleet import FleetProcess
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "List three prime numbers:",
            "Once upon a time", "Water boils at", "The best way to learn is"]
@@ -146,23 +152,12 @@ def kill_one(fleet: FleetProcess, concurrency: int, tokens: int) -> dict:
             "after_ok": sum(s == 200 for s, _, _ in after), "after": len(after)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--replicas", type=int, default=2)
-    ap.add_argument("--requests", type=int, default=16)
-    ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--no-kill", action="store_true", help="skip the killed-replica run")
-    ap.add_argument("--defaults", action="store_true",
-                    help="replicas at serve-cpu's own defaults (memory as a user who passes "
-                         "no flag meets it), not the test tier's lean flags")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="default results/fleet_cpu.md (lean) or fleet_cpu_defaults.md")
-    args = ap.parse_args()
-    args.replica_args = CLASS_ARGS if args.defaults else REPLICA_ARGS
-    if args.out is None:
-        args.out = RESULTS / ("fleet_cpu_defaults.md" if args.defaults else "fleet_cpu.md")
+def measure(args: argparse.Namespace) -> dict:
+    """The fleet measured: what the page shows, and the rounds it was read from."""
+    from adaserve.sglang.cpu.fleet import FleetProcess
+
+    made = dataclasses.replace(Made.now("benchmarks.fleet.cpu"), command=shlex.join(
+        [".venv-sglang/bin/python", "-m", "benchmarks.fleet.cpu", *sys.argv[1:]]))
     logdir = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADASERVE_")
            or k == "ADASERVE_CACHE_DIR"}
@@ -184,32 +179,67 @@ def main() -> int:
         killed = None if args.no_kill else kill_one(fleet, args.concurrency, args.tokens)
     finally:
         fleet.stop()
-    page = render(args, fleet, idle, peak, runs, killed)
-    args.out.write_text(page)
-    print(page)
+    return {**made.to_dict(), "defaults": args.defaults, "replicas": args.replicas,
+            "replica_args": args.replica_args, "requests": args.requests,
+            "tokens": args.tokens, "concurrency": args.concurrency, "rounds": args.rounds,
+            "ready_s": fleet.ready_s,
+            "memory": [{"part": k, "idle_mib": idle[k], "peak_mib": peak[k]} for k in idle],
+            "whole_fleet": {"idle_mib": sum(idle.values()), "peak_mib": sum(peak.values())},
+            "time": [{"target": name, "wall_s": statistics.median(r["wall_s"] for r in rs),
+                      "tokens_per_s": statistics.median(r["tokens"] / r["wall_s"] for r in rs),
+                      "latency_p50_s": statistics.median(t for r in rs for t in r["latencies"]),
+                      "ok": sum(r["ok"] for r in rs), "sent": args.requests * len(rs)}
+                     for name, rs in runs.items()],
+            "killed": killed, "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-kill", action="store_true", help="skip the killed-replica run")
+    ap.add_argument("--defaults", action="store_true",
+                    help="replicas at serve-cpu's own defaults (memory as a user who passes "
+                         "no flag meets it), not the test tier's lean flags")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default results/fleet_cpu.md (lean) or fleet_cpu_defaults.md; its "
+                         "data goes beside it (.json)")
+    ap.add_argument("--render", action="store_true",
+                    help="measure nothing: rewrite the page from the JSON beside it")
+    args = ap.parse_args(argv)
+    args.replica_args = CLASS_ARGS if args.defaults else REPLICA_ARGS
+    if args.out is None:
+        args.out = RESULTS / ("fleet_cpu_defaults.md" if args.defaults else "fleet_cpu.md")
+    if args.render:
+        data = kept(args.out.stem, args.out.parent)
+    else:
+        data = measure(args)
+        args.out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+    text = page(data)
+    args.out.write_text(text)
+    print(text)
     return 0
 
 
-def render(args, fleet, idle, peak, runs, killed) -> str:
-    cmd = ".venv-sglang/bin/python -m benchmarks.fleet.cpu " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:])
+def page(data: dict) -> str:
+    """The page from a measurement's data (measured now, or kept: --render)."""
+    # a run from before --defaults (none kept) says nothing of which flags its replicas had
+    flags = {True: "; serve-cpu's own defaults for everything else",
+             False: "; the test tier's lean flags", None: ""}[data.get("defaults")]
     lines = [
-        "# The CPU fleet: memory and time",
-        "",
-        f"- command: `{cmd}`",
-        f"- machine: {machine()}",
-        f"- date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
-        f"commit {commit()}",
-        f"- fleet: `adaserve sglang fleet-cpu --replicas {args.replicas} -- "
-        f"{' '.join(args.replica_args)}` (ADASERVE, serve-cpu's default draft: our "
-        "distilled draft with a full-vocabulary head; "
-        + ("serve-cpu's own defaults for everything else" if args.defaults else
-           "the test tier's lean flags") + "), router round_robin, the SLO front",
-        f"- load: {args.requests} greedy requests of {args.tokens} tokens, "
-        f"{args.concurrency} at a time, {args.rounds} rounds alternating the fleet and "
+        *Made.of(data).header("The CPU fleet: memory and time")[:-1],
+        f"- fleet: `adaserve sglang fleet-cpu --replicas {data['replicas']} -- "
+        f"{' '.join(data['replica_args'])}` (ADASERVE, serve-cpu's default draft: our "
+        f"distilled draft with a full-vocabulary head{flags}), router round_robin, the SLO "
+        "front",
+        f"- load: {data['requests']} greedy requests of {data['tokens']} tokens, "
+        f"{data['concurrency']} at a time, {data['rounds']} rounds alternating the fleet and "
         "replica 0 alone",
         "",
-        f"Ready in {fleet.ready_s:.0f} s (replica 0 alone, then the others together, the "
+        f"Ready in {data['ready_s']:.0f} s (replica 0 alone, then the others together, the "
         "router, the front).",
         "",
         "## Memory (PSS with child processes, MiB)",
@@ -217,24 +247,20 @@ def render(args, fleet, idle, peak, runs, killed) -> str:
         "| part | idle | peak while serving |",
         "|---|---|---|",
     ]
-    for k in idle:
-        lines.append(f"| {k} | {idle[k]:,.0f} | {peak[k]:,.0f} |")
-    lines += [f"| whole fleet | {sum(idle.values()):,.0f} | {sum(peak.values()):,.0f} |", "",
+    whole = data["whole_fleet"]
+    lines += [f"| {m['part']} | {m['idle_mib']:,.0f} | {m['peak_mib']:,.0f} |"
+              for m in data["memory"]]
+    lines += [f"| whole fleet | {whole['idle_mib']:,.0f} | {whole['peak_mib']:,.0f} |", "",
               "## Time", "",
               "| target | wall s (median of rounds) | output tok/s | request latency p50 s "
               "| ok |", "|---|---|---|---|---|"]
-    for name, rs in runs.items():
-        wall = statistics.median(r["wall_s"] for r in rs)
-        tps = statistics.median(r["tokens"] / r["wall_s"] for r in rs)
-        lat = statistics.median(t for r in rs for t in r["latencies"])
-        ok = sum(r["ok"] for r in rs)
-        lines.append(f"| {name} | {wall:.1f} | {tps:.2f} | {lat:.1f} | {ok}/"
-                     f"{args.requests * len(rs)} |")
-    if killed is not None:
+    lines += [f"| {t['target']} | {t['wall_s']:.1f} | {t['tokens_per_s']:.2f} | "
+              f"{t['latency_p50_s']:.1f} | {t['ok']}/{t['sent']} |" for t in data["time"]]
+    if (killed := data["killed"]) is not None:
         lines += ["", "## A replica killed", "",
-                  f"{args.concurrency} requests in flight; replica {args.replicas - 1} held "
-                  f"{killed['on_victim']:g} (running and queued) when its process group was "
-                  f"killed: {killed['ok']} finished whole, {killed['failed']} failed "
+                  f"{data['concurrency']} requests in flight; replica {data['replicas'] - 1} "
+                  f"held {killed['on_victim']:g} (running and queued) when its process group "
+                  f"was killed: {killed['ok']} finished whole, {killed['failed']} failed "
                   f"(statuses {killed['statuses']}; 0 is a dropped connection). After two "
                   f"health checks: {killed['after_ok']} of {killed['after']} new requests "
                   "served."]

@@ -9,33 +9,39 @@ between the engine's step and the client.
    its engine. Per request, the client's TPOT and the server's own report of it.
 3. The ratio served / engine only, over all requests and over those that ran alone (no other
    request in flight: their iterations are batch-1 like the engine-only ones).
-Writes results/served_tpot.{md,json} and the bench's pages under results/served_tpot/.
+Writes results/served_tpot.{md,json} and the bench's pages under results/served_tpot/;
+--render rewrites results/served_tpot.md from the kept JSON, measuring nothing.
 
-    python -m benchmarks.serving.served_tpot [--requests 16] [--rounds 3]
+    python -m benchmarks.serving.served_tpot [--requests 16] [--rounds 3] [--render]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
-from benchmarks.shared.common import RESULTS, commit, machine, write_results
-from benchmarks.engine.engine import run_engine
+from benchmarks.shared.common import RESULTS
+from benchmarks.shared.page import Made, kept
 
-from adaserve.engine import EngineConfig
-from adaserve.engine.core import EngineCore
-from adaserve.engine.engine import encode_chat
-from adaserve.engine.loader import load_models
-from adaserve.loadgen.workload import prompt_set
+NAME = "served_tpot"
 
 
 def engine_only(rounds: int, new: int) -> list[float]:
     """Per request: mean decode-step seconds, one request at a time."""
+    # the engine's imports here, so --render needs none of them
+    from benchmarks.engine.engine import run_engine
+
+    from adaserve.engine import EngineConfig
+    from adaserve.engine.core import EngineCore
+    from adaserve.engine.engine import encode_chat
+    from adaserve.engine.loader import load_models
+    from adaserve.loadgen.workload import prompt_set
+
     cfg = EngineConfig()
     core = EngineCore(cfg, load_models(cfg))
     tok = core.models.tokenizer
@@ -55,15 +61,11 @@ def alone(recs: list[dict]) -> list[dict]:
         for o in recs)]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--requests", type=int, default=16)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--new-tokens", type=int, default=64)
-    args = ap.parse_args()
+def measure(args: argparse.Namespace) -> dict:
+    made = Made.now("benchmarks.serving.served_tpot").to_dict()
     eng = engine_only(args.rounds, args.new_tokens)
     gc.collect()
-    out = RESULTS / "served_tpot"
+    out = args.out / NAME
     cmd = ["adaserve", "bench", "--experiment", "rate", "--rates", "0.25", "--requests",
            str(args.requests), "--policies", "incremental", "--prompts", "short",
            "--max-tokens", str(args.new_tokens), "--out", str(out)]
@@ -82,25 +84,48 @@ def main() -> int:
                 "ratio_client": c / e_ms, "ratio_server": s / e_ms}
 
     rows = [row("all", recs)] + ([row("alone", solo)] if solo else [])
-    res = {"command": "python " + " ".join(sys.argv), "bench_command": " ".join(cmd),
-           "machine": machine(), "date": dt.date.today().isoformat(), "commit": commit(),
-           "engine_only_step_ms": e_ms, "engine_only_n": len(eng), "rows": rows}
+    return {**made, "bench_command": " ".join(cmd), "new_tokens": args.new_tokens,
+            "engine_only_step_ms": e_ms, "engine_only_n": len(eng), "rows": rows}
+
+
+def page(res: dict) -> str:
+    """The page from a measurement's data (measured now, or kept: --render)."""
     lines = [
         "# Served TPOT at 0.25 req/s against the engine alone", "",
         f"- command: `{res['command']}` (runs `{res['bench_command']}`)",
         f"- machine: {res['machine']}", f"- date: {res['date']}, commit {res['commit']}", "",
-        f"Engine only (incremental, one request at a time, {len(eng)} requests, "
-        f"{args.new_tokens} new tokens): median per-request mean decode step "
-        f"**{e_ms:.1f} ms**.", "",
+        f"Engine only (incremental, one request at a time, {res['engine_only_n']} requests, "
+        f"{res['new_tokens']} new tokens): median per-request mean decode step "
+        f"**{res['engine_only_step_ms']:.1f} ms**.", "",
         "| requests | n | client TPOT ms (median) | server-reported TPOT ms | client / engine "
         "only | server / engine only |", "|---|---|---|---|---|---|",
     ]
     lines += [f"| {r['requests']} | {r['n']} | {r['client_tpot_ms']:.1f} | "
               f"{r['server_tpot_ms']:.1f} | {r['ratio_client']:.2f}x | {r['ratio_server']:.2f}x |"
-              for r in rows]
+              for r in res["rows"]]
     lines += ["", "\"alone\": no other request in flight from send to finish. The goal "
               "(issue 20): served TPOT at 0.25 req/s within 1.15x of the engine-only step.", ""]
-    write_results("served_tpot", "\n".join(lines), res)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and JSON go")
+    ap.add_argument("--render", action="store_true",
+                    help="measure nothing: rewrite the page from --out's served_tpot.json")
+    args = ap.parse_args(argv)
+    if args.render:
+        res = kept(NAME, args.out)
+    else:
+        res = measure(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
+    text = page(res)
+    (args.out / f"{NAME}.md").write_text(text)
+    print(text)
     return 0
 
 

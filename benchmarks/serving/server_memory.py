@@ -3,16 +3,16 @@
 Starts `adaserve serve` (defaults: adaserve policy, the distilled draft, 32 slots, a
 2 GiB KV pool) as its own process, reads its resident memory when idle, then drives 32
 concurrent streaming requests of --new-tokens output tokens each and reads the peak
-(VmHWM from /proc). Prints a table, writes results/server_memory.{md,json}.
+(VmHWM from /proc). Prints a table, writes results/server_memory.{md,json}; --render
+rewrites the page from the kept JSON, measuring nothing.
 
-    python -m benchmarks.serving.server_memory [--new-tokens 64]
+    python -m benchmarks.serving.server_memory [--new-tokens 64] [--render]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import sys
 import tempfile
@@ -20,9 +20,12 @@ import time
 from pathlib import Path
 
 import httpx
-from benchmarks.shared.common import commit, machine, write_results
+from benchmarks.shared.common import RESULTS
+from benchmarks.shared.page import Made, kept
 
 from adaserve.loadgen.serve_process import ServeProcess
+
+NAME = "server_memory"
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -57,11 +60,8 @@ async def _load(url: str, n: int, new: int) -> tuple[float, int, int]:
         return time.perf_counter() - t, sum(toks), int(running)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=32)
-    args = ap.parse_args()
+def measure(args: argparse.Namespace) -> dict:
+    made = Made.now("benchmarks.serving.server_memory").to_dict()
     log = Path(tempfile.mkdtemp()) / "serve.log"
     server = ServeProcess(["--log-level", "warning"], log)
     try:
@@ -74,25 +74,47 @@ def main() -> int:
         peak = _status(server.proc.pid)
     finally:
         server.stop()
-    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
-           "date": dt.date.today().isoformat(),
-           "commit": commit(),
-           "policy": info["policy"], "draft": info["draft"], "max_batch": info["max_batch"],
-           "batch": args.batch, "new_tokens": args.new_tokens, "idle_rss_mib": idle["VmRSS"],
-           "peak_rss_mib": peak["VmHWM"], "seconds": sec, "tokens": tokens}
+    return {**made, "policy": info["policy"], "draft": info["draft"],
+            "max_batch": info["max_batch"], "batch": args.batch, "new_tokens": args.new_tokens,
+            "idle_rss_mib": idle["VmRSS"], "peak_rss_mib": peak["VmHWM"], "seconds": sec,
+            "tokens": tokens}
+
+
+def page(res: dict) -> str:
+    """The page from a measurement's data (measured now, or kept: --render)."""
+    sec, tokens = res["seconds"], res["tokens"]
     lines = ["# Server process memory at batch 32", "",
              f"- command: `{res['command']}`", f"- machine: {res['machine']}",
              f"- date: {res['date']}, commit {res['commit']}", "",
              f"`adaserve serve` with its defaults (policy {res['policy']}, draft "
              f"{res['draft']}, {res['max_batch']} KV slots in a 2 GiB pool allocated at "
-             f"start-up), {args.batch} concurrent streaming requests of {args.new_tokens} "
+             f"start-up), {res['batch']} concurrent streaming requests of {res['new_tokens']} "
              f"tokens each.", "",
              "| state | resident memory (MiB) |", "|---|---|",
              f"| idle, after start-up | {res['idle_rss_mib']} |",
-             f"| peak (VmHWM) over the batch-{args.batch} load | {res['peak_rss_mib']} |", "",
+             f"| peak (VmHWM) over the batch-{res['batch']} load | {res['peak_rss_mib']} |", "",
              f"The load took {sec:.1f} s for {tokens} output tokens ({tokens / sec:.1f} tok/s).",
              ""]
-    write_results("server_memory", "\n".join(lines), res)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and JSON go")
+    ap.add_argument("--render", action="store_true",
+                    help="measure nothing: rewrite the page from --out's server_memory.json")
+    args = ap.parse_args(argv)
+    if args.render:
+        res = kept(NAME, args.out)
+    else:
+        res = measure(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
+    text = page(res)
+    (args.out / f"{NAME}.md").write_text(text)
+    print(text)
     return 0
 
 

@@ -4,14 +4,15 @@ it: the README's command with an empty model cache, then the same cache a second
 Cold pays the GGUF conversion, the CPU kernels' build and the start-up profile; warm finds
 the converted model and the built kernels (no profile is saved by `serve`, so it measures
 one again). For each: seconds to the first /health answer and to the first chat reply,
-and what the server said it spent on the kernels. Writes results/startup.{md,json}.
+and what the server said it spent on the kernels. Writes results/startup.{md,json};
+--render rewrites the page from the kept JSON, measuring nothing.
 
-    python -m benchmarks.serving.startup
+    python -m benchmarks.serving.startup [--render]
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import argparse
 import json
 import os
 import re
@@ -21,8 +22,12 @@ import sys
 import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
-from benchmarks.shared.common import commit, machine, write_results
+from benchmarks.shared.common import RESULTS
+from benchmarks.shared.page import Made, kept
+
+NAME = "startup"
 
 CHAT = {"messages": [{"role": "user", "content": "What is the capital of France?"}],
         "max_tokens": 16, "temperature": 0}
@@ -68,11 +73,8 @@ def start(cache: str) -> dict:
             "answer": reply["choices"][0]["message"]["content"]}
 
 
-def main() -> int:
-    cache = tempfile.mkdtemp(prefix="adaserve-startup-")
-    cold, warm = start(cache), start(cache)
-    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
-           "date": dt.date.today().isoformat(), "commit": commit(), "cold": cold, "warm": warm}
+def page(res: dict) -> str:
+    """The page from a measurement's data (measured now, or kept: --render)."""
     lines = ["# `adaserve serve` start-up, cold and warm", "",
              f"- command: `{res['command']}`", f"- machine: {res['machine']}",
              f"- date: {res['date']}, commit {res['commit']}", "",
@@ -82,12 +84,32 @@ def main() -> int:
              "it).", "",
              "| start | first /health answer, s | first chat reply, s | kernel build, s | reply |",
              "|---|---|---|---|---|"]
-    for name, r in (("cold", cold), ("warm", warm)):
+    for name in ("cold", "warm"):
+        r = res[name]
         build = f"{r['kernel_build_s']:.1f}" if r["kernel_build_s"] is not None else "cached"
         lines.append(f"| {name} | {r['health_s']:.1f} | {r['answer_s']:.1f} | {build} | "
                      f"{r['answer']!r} |")
     lines += ["", "Goal (issue 20): a fresh machine answers within a minute of starting.", ""]
-    write_results("startup", "\n".join(lines), res)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and JSON go")
+    ap.add_argument("--render", action="store_true",
+                    help="measure nothing: rewrite the page from --out's startup.json")
+    args = ap.parse_args(argv)
+    if args.render:
+        res = kept(NAME, args.out)
+    else:
+        made = Made.now("benchmarks.serving.startup").to_dict()
+        cache = tempfile.mkdtemp(prefix="adaserve-startup-")
+        res = {**made, "cold": start(cache), "warm": start(cache)}
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
+    text = page(res)
+    (args.out / f"{NAME}.md").write_text(text)
+    print(text)
     return 0
 
 

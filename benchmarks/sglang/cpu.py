@@ -31,15 +31,19 @@ ADASERVE (`--loadgen-system`), each judged against its own baseline's class mult
     .venv/bin/python -m benchmarks.sglang.cpu                        # ~40 min, quiet machine
     .venv/bin/python -m benchmarks.sglang.cpu --requests 4 --tokens 12 --systems \\
         sglang-none,adaserve-ragged:2n --loadgen-requests 0             # a quick look
+    .venv/bin/python -m benchmarks.sglang.cpu --render                  # the page again
 
-Writes results/sglang_cpu.md and .json. SGLang on a CPU is a test vehicle for the plugin
-(stubbed kernels, torch attention, Triton's interpreter for index kernels), not a fast
-path: the tables say what runs and how the two verifications compare, not what a GPU does.
+Writes results/sglang_cpu.md and .json; --render rewrites the page from the JSON, measuring
+nothing (benchmarks/sglang/page.py; no SGLang needed). SGLang on a CPU is a test vehicle for
+the plugin (stubbed kernels, torch attention, Triton's interpreter for index kernels), not a
+fast path: the tables say what runs and how the two verifications compare, not what a GPU
+does.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -51,7 +55,9 @@ import httpx
 
 # the SGLang tier's prompts, which this page measures on too
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "sglang_tier"))
-from benchmarks.shared.common import ROOT, commit, machine, write_results  # noqa: E402
+from benchmarks.shared.common import RESULTS, ROOT, commit, machine  # noqa: E402
+from benchmarks.shared.page import kept  # noqa: E402
+from benchmarks.sglang.page import command, page, same  # noqa: E402
 from benchmarks.sglang.runs import (CLASSES, MULTIPLES, drive, greedy_ids, iterations,  # noqa: E402
                           loadgen, per_class, stream_one)
 from servers import PROMPTS as TIER_PROMPTS  # noqa: E402
@@ -139,21 +145,7 @@ def run_system(name: str, args, logs: Path, prompts, classes,
     return row
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--requests", type=int, default=12)
-    ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--systems", default=DEFAULT_SYSTEMS)
-    ap.add_argument("--loadgen-system", default="adaserve-ragged:3n",
-                    help="the SGLang + ADASERVE server the load generator also drives")
-    ap.add_argument("--loadgen-requests", type=int, default=24, help="0: no loadgen runs")
-    ap.add_argument("--loadgen-rate", type=float, default=0.15)
-    ap.add_argument("--cache", default=None,
-                    help="the model cache the servers use (default: a new empty one, so the "
-                         "first server's start is a first launch, conversion included)")
-    ap.add_argument("--name", default="sglang_cpu")
-    args = ap.parse_args()
+def measure(args: argparse.Namespace) -> dict:
     os.environ["ADASERVE_CACHE_DIR"] = args.cache or tempfile.mkdtemp(prefix="adaserve-cache-")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     logs = Path(tempfile.mkdtemp(prefix=f"{args.name}-logs-"))  # server logs: large, not kept
@@ -168,14 +160,47 @@ def main() -> int:
         rows.append(run_system(name, args, logs, prompts, classes, baseline_ms))
         baseline_ms = rows[-1].get("baseline_ms", baseline_ms)
         print(f"[sglang_cpu] {name}: {rows[-1]['tokens_per_s']:.2f} tok/s", flush=True)
-    from benchmarks.sglang.page import page
-
-    text = page(rows, args, baseline_ms, stamp, commit(), machine(), SHAPE)
-    for r in rows:  # the pages say whether they match; the ids are bulky
+    ref = next((r for r in rows if r["system"] == "sglang-none"), None)
+    for r in rows:  # the page says whether they match; the ids are bulky
+        if r["system"].startswith("adaserve"):
+            r.update(tier_same=same(r, ref, "tier_ids"),
+                     workload_same=same(r, ref, "workload_ids"))
+    for r in rows:
         r.pop("tier_ids", None)
         r.pop("workload_ids", None)
-    write_results(args.name, text, {"stamp": stamp, "commit": commit(), "args": vars(args),
-                                    "baseline_ms": baseline_ms, "rows": rows})
+    return {"command": command(args), "stamp": stamp, "commit": commit(), "machine": machine(),
+            "shape": SHAPE, "args": {k: v for k, v in vars(args).items()
+                                     if k not in ("out", "render")},
+            "baseline_ms": baseline_ms, "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=12)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--systems", default=DEFAULT_SYSTEMS)
+    ap.add_argument("--loadgen-system", default="adaserve-ragged:3n",
+                    help="the SGLang + ADASERVE server the load generator also drives")
+    ap.add_argument("--loadgen-requests", type=int, default=24, help="0: no loadgen runs")
+    ap.add_argument("--loadgen-rate", type=float, default=0.15)
+    ap.add_argument("--cache", default=None,
+                    help="the model cache the servers use (default: a new empty one, so the "
+                         "first server's start is a first launch, conversion included)")
+    ap.add_argument("--name", default="sglang_cpu")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and JSON go")
+    ap.add_argument("--render", action="store_true",
+                    help="measure nothing: rewrite the page from --out's <name>.json")
+    args = ap.parse_args(argv)
+    if args.render:
+        data = kept(args.name, args.out)
+    else:
+        data = measure(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{args.name}.json").write_text(json.dumps(data, indent=2))
+    text = page(data)
+    (args.out / f"{args.name}.md").write_text(text)
+    print(text)
     return 0
 
 

@@ -1,30 +1,44 @@
-"""results/sglang_cpu.md from benchmarks/sglang/cpu.py's rows."""
+"""results/sglang_cpu.md from benchmarks/sglang/cpu.py's data: the page of a run just
+measured and the page re-rendered from results/sglang_cpu.json (--render) alike. Needs
+nothing of SGLang's."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 
 def _f(v, fmt: str = ".1f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def _same(row: dict, ref: dict | None, key: str) -> str:
+def same(row: dict, ref: dict | None, key: str) -> bool | None:
+    """Whether a row's greedy ids (``key``) are the reference's; None where not compared."""
     if ref is None or key not in row:
-        return "-"
-    return "yes" if row[key] == ref[key] else "NO"
+        return None
+    return row[key] == ref[key]
 
 
-def page(rows: list[dict], args, baseline_ms: float | None, stamp: str, commit: str,
-         machine: str, shape: dict) -> str:
-    ref = next((r for r in rows if r["system"] == "sglang-none"), None)
+def _yes(v: bool | None) -> str:
+    return "-" if v is None else "yes" if v else "NO"
+
+
+def command(args) -> str:
+    """The run's command as the page names it: every setting, defaults included."""
+    return (f".venv/bin/python -m benchmarks.sglang.cpu --requests {args.requests} --tokens "
+            f"{args.tokens} --concurrency {args.concurrency} --systems {args.systems} "
+            f"--loadgen-requests {args.loadgen_requests} --loadgen-rate {args.loadgen_rate}"
+            f"{' --cache ' + args.cache if args.cache else ''}")
+
+
+def page(data: dict) -> str:
+    rows, baseline_ms, shape = data["rows"], data["baseline_ms"], data["shape"]
+    args = SimpleNamespace(**data["args"])
     n = args.concurrency
     ada = [r for r in rows if r["system"].startswith("adaserve")]
     lines = [
         "# SGLang + ADASERVE on this CPU: ragged verify, the real draft, one contract", "",
-        f"`.venv/bin/python -m benchmarks.sglang.cpu --requests {args.requests} --tokens "
-        f"{args.tokens} --concurrency {n} --systems {args.systems} --loadgen-requests "
-        f"{args.loadgen_requests} --loadgen-rate {args.loadgen_rate}"
-        f"{' --cache ' + args.cache if args.cache else ''}`; {stamp}; commit "
-        f"{commit}; {machine}.", "",
+        f"`{data['command']}`; {data['stamp']}; commit {data['commit']}; {data['machine']}.",
+        "",
         f"SGLang 0.5.23 through `adaserve sglang serve-cpu` (stubbed kernels, torch attention, "
         f"fp32): target SmolLM2-135M, draft our distilled draft with a full-vocabulary head "
         f"(`smollm2-135m-distilled-full`), tree D={shape['steps']} W={shape['topk']} "
@@ -116,8 +130,8 @@ def page(rows: list[dict], args, baseline_ms: float | None, stamp: str, commit: 
     lines += ["", "## Greedy output against SGLang without speculation", "",
               "| system | the tier's prompts (tests/sglang_tier, 24 tokens) | the workload |",
               "|---|---|---|",
-              *[f"| {r['system']} | {_same(r, ref, 'tier_ids')} | {_same(r, ref, 'workload_ids')} |"
-                for r in ada]]
+              *[f"| {r['system']} | {_yes(r.get('tier_same'))} | "
+                f"{_yes(r.get('workload_same'))} |" for r in ada]]
     runs = [(r["system"], r["loadgen"]) for r in rows if r.get("loadgen")]
     if len(runs) == 2:
         (na, a), (nb, b) = runs

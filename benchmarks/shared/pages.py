@@ -74,15 +74,20 @@ MOVED = {f"benchmarks/{old}.py": f"benchmarks/{new}.py" for old, new in {
 
 # How a module remakes its page without measuring again, where it can
 KEPT_RUNS = "from kept runs"  # simulated: reads its kept runs, re-runs only stale ones
-SWEEP = "from kept runs (--rewrite-page)"  # a served sweep: summary.json and raw/
+# a sweep's summary.json (and a served one's raw/); the context grid keeps its cells there
+SWEEP = "from kept runs (--rewrite-page)"
 RENDER = "from kept data (--render)"  # a timed page re-rendered from its results/ JSON
 REMEASURE = "re-measures"  # a timing on this machine: no page without a new measurement
 SIMULATES = "re-simulates"  # deterministic, untimed: the simulation runs again
 HOW = {
     "loadgen/bench.py": SWEEP,
+    "loadgen/context_grid.py": SWEEP,
     "benchmarks/engine/startup_budget.py": RENDER,
     "benchmarks/engine/scheduler_overhead.py": RENDER,
     "benchmarks/fleet/routing.py": RENDER,
+    **{f"benchmarks/{m}.py": RENDER for m in (
+        "serving/served_tpot", "serving/server_memory", "serving/soak", "serving/startup",
+        "sglang/cpu", "fleet/cpu")},
     **{f"benchmarks/paper/{m}.py": KEPT_RUNS for m in ("figures", "fig14", "ablation", "seed",
                                                         "test_set")},
     "benchmarks/fleet/sim.py": KEPT_RUNS,
@@ -211,14 +216,15 @@ def regenerate(page: Page) -> list[str] | None:
         return ["adaserve", "bench", *keep, "--rewrite-page"]
     if page.module is None:
         return words
+    render = ["--render"] if page.how == RENDER else []
     if page.module in MADE_BY.values():  # its header names the CLI run its module made
-        return ["python", "-m", page.module[:-3].replace("/", ".")]
+        return ["python", "-m", page.module[:-3].replace("/", "."), *render]
     script = next((i for i, w in enumerate(words) if MOVED.get(w, w) == page.module), None)
     if script is not None:  # a script by path: run as the module it is now
         words = [*words[:script], "-m", page.module[:-3].replace("/", "."), *words[script + 1:]]
-    if page.how == RENDER:
-        return [*words, "--render"]
-    return words
+    if render and "-m" in words:  # any Python renders: SGLang's venv measured, not needed now
+        words = ["python", *words[words.index("-m"):]]
+    return [*words, *render]
 
 
 def main(argv: list[str] | None = None) -> int:

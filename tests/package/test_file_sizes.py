@@ -10,8 +10,6 @@ REASONS = {
     "adaserve/engine/core.py": "the scheduling loop's one iteration (admit, prefill, plan, "
                                "draft, select, verify, emit) reads best in one place; its "
                                "parts already live beside it (admission, request, batch)",
-    "benchmarks/serving/soak.py": "one experiment end to end (start, load, sample memory and metrics, "
-                          "check, write the page); its checks are benchmarks/serving/soak_checks.py",
     "benchmarks/paper/calibrate.py": "one fitting experiment with its page; the run "
                                          "keeping and tables are shared (paper/runs.py, paper/kit.py)",
 }
