@@ -11,6 +11,10 @@ draft, the test tier's lean settings), then:
   through the fleet, then the same requests straight to replica 0 alone (one replica at
   the same load), rounds alternating so a slow spell of the machine lands on both;
   wall time, output tokens/s and median request latency of each;
+- with ``--reference``, after the fleet stops: one replica started alone with every core
+  (a fleet of one), sent ``--requests`` / N requests, ``--concurrency`` / N at a time, for
+  the same rounds: the fleet's batch should take no longer than 1.5x that (issue 39: N
+  replicas sharing the cores without oversubscribing them);
 - a replica killed: ``--concurrency`` requests in flight through the fleet, replica N-1's
   process group SIGKILLed once it holds some; requests that failed and those that
   finished, then requests after the router's health checks took it out.
@@ -19,7 +23,7 @@ Timings need a quiet machine: the numbers depend on everything else running on t
 cores.
 
     python -m benchmarks.fleet.cpu [--replicas 2] [--requests 16] [--concurrency 4]
-        [--tokens 32] [--rounds 2] [--out results/fleet_cpu.md] [--render]
+        [--tokens 32] [--rounds 2] [--reference] [--out results/fleet_cpu.md] [--render]
 
 Run it with SGLang's venv (.venv-sglang/bin/python): it starts SGLang. The page's data is
 kept beside it (results/fleet_cpu.json); --render rewrites the page from it, measuring
@@ -154,17 +158,10 @@ def kill_one(fleet: FleetProcess, concurrency: int, tokens: int) -> dict:
 
 def measure(args: argparse.Namespace) -> dict:
     """The fleet measured: what the page shows, and the rounds it was read from."""
-    from adaserve.sglang.cpu.fleet import FleetProcess
-
     made = dataclasses.replace(Made.now("benchmarks.fleet.cpu"), command=shlex.join(
         [".venv-sglang/bin/python", "-m", "benchmarks.fleet.cpu", *sys.argv[1:]]))
     logdir = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ADASERVE_")
-           or k == "ADASERVE_CACHE_DIR"}
-    fleet = FleetProcess(["--replicas", str(args.replicas), "--port", "0", "--replica-port",
-                          "0", "--router-metrics-port", "0", "--health-check-interval",
-                          str(HEALTH_CHECK_S), "--log-dir", str(logdir), "--",
-                          *args.replica_args], logdir / "fleet.out", env=env, cwd=ROOT)
+    fleet = _fleet(args, args.replicas, logdir / "fleet")
     try:
         parts = {f"{ln['fleet']} {ln['index']}": ln["pid"] for ln in fleet.parts}
         time.sleep(5)
@@ -179,6 +176,7 @@ def measure(args: argparse.Namespace) -> dict:
         killed = None if args.no_kill else kill_one(fleet, args.concurrency, args.tokens)
     finally:
         fleet.stop()
+    reference = _reference(args, logdir / "reference") if args.reference else None
     return {**made.to_dict(), "defaults": args.defaults, "replicas": args.replicas,
             "replica_args": args.replica_args, "requests": args.requests,
             "tokens": args.tokens, "concurrency": args.concurrency, "rounds": args.rounds,
@@ -190,7 +188,33 @@ def measure(args: argparse.Namespace) -> dict:
                       "latency_p50_s": statistics.median(t for r in rs for t in r["latencies"]),
                       "ok": sum(r["ok"] for r in rs), "sent": args.requests * len(rs)}
                      for name, rs in runs.items()],
-            "killed": killed, "runs": runs}
+            "killed": killed, "runs": runs, "reference": reference}
+
+
+def _fleet(args: argparse.Namespace, replicas: int, logdir: Path) -> FleetProcess:
+    from adaserve.sglang.cpu.fleet import FleetProcess
+
+    logdir.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADASERVE_")
+           or k == "ADASERVE_CACHE_DIR"}
+    return FleetProcess(["--replicas", str(replicas), "--port", "0", "--replica-port", "0",
+                         "--router-metrics-port", "0", "--health-check-interval",
+                         str(HEALTH_CHECK_S), "--log-dir", str(logdir), "--",
+                         *args.replica_args], logdir / "fleet.out", env=env, cwd=ROOT)
+
+
+def _reference(args: argparse.Namespace, logdir: Path) -> dict:
+    """One replica alone with every core (a fleet of one), straight to it, the fleet's
+    batch divided by N: what each of N replicas would take if it had the machine alone."""
+    fleet = _fleet(args, 1, logdir)
+    n, c = max(1, args.requests // args.replicas), max(1, args.concurrency // args.replicas)
+    try:
+        rs = [load(fleet.replicas[0]["url"], n, c, args.tokens) for _ in range(args.rounds)]
+    finally:
+        fleet.stop()
+    return {"requests": n, "concurrency": c, "cores": os.cpu_count(),
+            "wall_s": statistics.median(r["wall_s"] for r in rs),
+            "ok": sum(r["ok"] for r in rs), "sent": n * len(rs), "runs": rs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-kill", action="store_true", help="skip the killed-replica run")
+    ap.add_argument("--reference", action="store_true",
+                    help="then one replica alone with every core, sent the batch / N")
     ap.add_argument("--defaults", action="store_true",
                     help="replicas at serve-cpu's own defaults (memory as a user who passes "
                          "no flag meets it), not the test tier's lean flags")
@@ -256,6 +282,17 @@ def page(data: dict) -> str:
               "| ok |", "|---|---|---|---|---|"]
     lines += [f"| {t['target']} | {t['wall_s']:.1f} | {t['tokens_per_s']:.2f} | "
               f"{t['latency_p50_s']:.1f} | {t['ok']}/{t['sent']} |" for t in data["time"]]
+    if (ref := data.get("reference")) is not None:
+        fleet_s = next(t["wall_s"] for t in data["time"] if t["target"] == "fleet")
+        ratio = fleet_s / ref["wall_s"]
+        lines += ["", "## Against one replica with the machine to itself", "",
+                  f"One replica started alone with all {ref['cores']} cores (a fleet of one), "
+                  f"sent the fleet's batch / {data['replicas']}: {ref['requests']} requests, "
+                  f"{ref['concurrency']} at a time, median of {data['rounds']} rounds: "
+                  f"**{ref['wall_s']:.1f} s** ({ref['ok']}/{ref['sent']} ok). The fleet's "
+                  f"batch took {fleet_s:.1f} s, **{ratio:.2f}x** that (goal <= 1.5x, N "
+                  "replicas sharing the cores without oversubscribing them: "
+                  f"{'met' if ratio <= 1.5 else 'not met'})."]
     if (killed := data["killed"]) is not None:
         lines += ["", "## A replica killed", "",
                   f"{data['concurrency']} requests in flight; replica {data['replicas'] - 1} "

@@ -50,6 +50,20 @@ def test_the_page_reads_its_numbers_from_the_json(tmp_path):
     assert "Ready in 999 s" in (tmp_path / "fleet_cpu.md").read_text()
 
 
+@pytest.mark.parametrize("alone_s, verdict", [(45.0, "met"), (30.0, "not met")])
+def test_the_fleet_page_weighs_its_batch_against_one_replica_alone(alone_s, verdict,
+                                                                     tmp_path):
+    data = json.loads((RESULTS / "fleet_cpu_defaults.json").read_text())
+    fleet_s = next(t["wall_s"] for t in data["time"] if t["target"] == "fleet")  # 60.8
+    data["reference"] = {"requests": 6, "concurrency": 6, "cores": 2, "wall_s": alone_s,
+                         "ok": 6, "sent": 6, "runs": []}
+    (tmp_path / "fleet_cpu_defaults.json").write_text(json.dumps(data))
+    fleet_cpu.main(["--defaults", "--render", "--out", str(tmp_path / "fleet_cpu_defaults.md")])
+    text = (tmp_path / "fleet_cpu_defaults.md").read_text()
+    assert f"**{fleet_s / alone_s:.2f}x** that (goal <= 1.5x" in text
+    assert f"oversubscribing them: {verdict})" in text
+
+
 def test_the_soak_pages_render_from_its_json_and_records(tmp_path):
     (tmp_path / "loadgen").mkdir()
     shutil.copy(RESULTS / "soak" / "summary.json", tmp_path)
