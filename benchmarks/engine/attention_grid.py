@@ -117,9 +117,9 @@ def page(res: dict) -> list[str]:
              f"- machine: {res['machine']}, torch {res['torch']}; ran alone (/work/cpu-excl)",
              f"- date: {res['date']}, commit {res['commit']}; medians of {res['repeats']} "
              "interleaved rounds per (batch, context) group",
-             f"- read bandwidth measured in the run (sum of a 1 GB tensor, {res['threads']} threads): "
-             f"{res['bandwidth_gbs'][0]:.1f} GB/s before, {res['bandwidth_gbs'][1]:.1f} after; "
-             f"the tables use {bw:.1f}", "",
+             f"- read bandwidth measured in the run (sum of a 1 GB tensor, {res['threads']} "
+             f"threads): {res['bandwidth_gbs'][0]:.1f} GB/s before, "
+             f"{res['bandwidth_gbs'][1]:.1f} after; the tables use {bw:.1f}", "",
              "SmolLM2-135M's attention (9 query heads, 3 KV heads, head_dim 64, fp32) for one "
              "step of 30 layers: `batch` requests, each with `context` cached columns and Q "
              "query tokens (a causal chain; the cost does not depend on the tree). ms per "
