@@ -80,8 +80,10 @@ REMEASURE = "re-measures"  # a timing on this machine: no page without a new mea
 SIMULATES = "re-simulates"  # deterministic, untimed: the simulation runs again
 HOW = {
     "loadgen/bench.py": SWEEP,
-    "benchmarks/engine/startup_budget.py": RENDER,
-    "benchmarks/engine/scheduler_overhead.py": RENDER,
+    **{f"benchmarks/engine/{m}.py": RENDER
+       for m in ("startup_budget", "scheduler_overhead", "attention_grid", "draft", "engine",
+                 "forward_parts", "kv_layout", "skinny_matmul", "spec_phases")},
+    "benchmarks/sim/speed.py": RENDER,
     "benchmarks/fleet/routing.py": RENDER,
     **{f"benchmarks/paper/{m}.py": KEPT_RUNS for m in ("figures", "fig14", "ablation", "seed",
                                                         "test_set")},
