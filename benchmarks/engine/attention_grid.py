@@ -19,16 +19,14 @@ KV bytes are set against it. Prints a table, writes results/attention_grid.{md,j
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from benchmarks.shared.common import RESULTS, Timer
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.common import Timer
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.engine import kernels
 
@@ -154,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true",
                     help="only batch 1 and 8 at 8k context, and no page written")
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and its JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help=f"measure nothing: rewrite the page from --out's {NAME}.json")
+    render_flags(ap, NAME)
     args = ap.parse_args(argv)
     if args.render:
         res = kept(NAME, args.out)
@@ -172,14 +168,10 @@ def main(argv: list[str] | None = None) -> int:
                "threads": torch.get_num_threads(), "bandwidth_gbs": [bw0, bw1],
                "cells": [{"batch": n, "context": c, "q": q, "backend": b, "ms": t,
                           "kv_bytes": kv_bytes(n, c, q)} for (n, c, q, b), t in ms.items()]}
-    text = "\n".join(page(res))
-    print(text)
     if args.quick:
-        return 0
-    if not args.render:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
-    (args.out / f"{NAME}.md").write_text(text)
+        print("\n".join(page(res)))
+    else:
+        write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

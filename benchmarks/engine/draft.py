@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import tempfile
 import time
@@ -29,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from benchmarks.shared.common import RESULTS, Timer
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.common import Timer
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.distill.pipeline import DistillConfig, answers, teacher_stage
 from adaserve.distill.prompts import phase1, phase2
@@ -208,19 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--engine-prompts", type=int, default=24)
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and its JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help=f"measure nothing: rewrite the page from --out's {NAME}.json")
+    render_flags(ap, NAME)
     args = ap.parse_args(argv)
     res = kept(NAME, args.out) if args.render else measure(args)
-    if not args.render:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2) + "\n")
-        if res["draft"] == DEFAULT_DRAFT:
-            update_card(res)
-    text = "\n".join(page(res))
-    (args.out / f"{NAME}.md").write_text(text)
-    print(text)
+    write_page(NAME, page(res), args.out, None if args.render else res)
+    if not args.render and res["draft"] == DEFAULT_DRAFT:
+        update_card(res)
     return 0
 
 

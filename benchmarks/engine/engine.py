@@ -23,7 +23,6 @@ rewrites the page and the plot from the kept JSON, measuring nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import statistics
 import sys
@@ -31,8 +30,7 @@ import time
 from pathlib import Path
 
 import torch
-from benchmarks.shared.common import RESULTS
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.engine import EngineConfig, SamplingParams
 from adaserve.engine.core import EngineCore
@@ -214,8 +212,8 @@ def measure(args: argparse.Namespace) -> dict:
                   "mean_depth": statistics.fmean(depths[(v, b)])}
                  for b in (1, 8) for v in specs]
     return {
-        **made, "torch": torch.__version__, "new_tokens": new, "rounds": args.rounds, "draft": args.draft,
-        "systems": systems,
+        **made, "torch": torch.__version__, "new_tokens": new, "rounds": args.rounds,
+        "draft": args.draft, "systems": systems,
         "profile": None if prof is None else {"date": prof.date, "budget": prof.budget,
                                               "draft_priced": prof.draft_model is not None},
         "decode": rows, "speculative": spec_rows,
@@ -234,18 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--draft", default=DEFAULT_DRAFT)
     ap.add_argument("--budgets", type=int, nargs="+", default=[4, 8])
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and its JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help=f"measure nothing: rewrite the page and plot from --out's {NAME}.json")
+    render_flags(ap, NAME)
     args = ap.parse_args(argv)
     res = kept(NAME, args.out) if args.render else measure(args)
-    if not args.render:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
+    write_page(NAME, page(res), args.out, None if args.render else res)
     plot(res, args.out / PLOT)
-    text = "\n".join(page(res))
-    (args.out / f"{NAME}.md").write_text(text)
-    print(text)
     return 0
 
 

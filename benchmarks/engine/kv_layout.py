@@ -15,14 +15,12 @@ rewrites the page from the kept JSON, measuring nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from benchmarks.shared.common import RESULTS, Timer
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.common import Timer
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 NAME = "kv_layout"
 
@@ -84,17 +82,10 @@ def page(res: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and its JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help=f"measure nothing: rewrite the page from --out's {NAME}.json")
+    render_flags(ap, NAME)
     args = ap.parse_args(argv)
     res = kept(NAME, args.out) if args.render else measure()
-    if not args.render:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
-    text = "\n".join(page(res))
-    (args.out / f"{NAME}.md").write_text(text)
-    print(text)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

@@ -17,16 +17,13 @@ kept JSON, measuring nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from benchmarks.shared.common import RESULTS
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.engine import EngineConfig, kernels
 from adaserve.engine.loader import load_models
@@ -88,9 +85,7 @@ def page(res: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and its JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help=f"measure nothing: rewrite the page from --out's {NAME}.json")
+    render_flags(ap, NAME)
     args = ap.parse_args(argv)
     if args.render:
         res = kept(NAME, args.out)
@@ -100,11 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"the compiled kernels are unavailable: {status.reason}")
             return 1
         res = measure(args.rounds)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
-    text = "\n".join(page(res))
-    (args.out / f"{NAME}.md").write_text(text)
-    print(text)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
-from benchmarks.shared.common import RESULTS
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 from benchmarks.engine.engine import PROMPTS, chat_ids, run_engine
 
 from adaserve.engine import EngineConfig
@@ -143,17 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--budgets", type=int, nargs="+", default=[4, 6, 8])
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and its JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help=f"measure nothing: rewrite the page from --out's {NAME}.json")
+    render_flags(ap, NAME)
     args = ap.parse_args(argv)
     res = kept(NAME, args.out) if args.render else measure(args.budgets, args.new_tokens)
-    if not args.render:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
-    text = "\n".join(page(res))
-    (args.out / f"{NAME}.md").write_text(text)
-    print(text)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

@@ -17,9 +17,7 @@ nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -27,7 +25,7 @@ import numpy as np
 import torch
 
 from benchmarks.shared.common import KIT, RESULTS
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.sim import (HardwareModel, SimSetup, build, load_acceptance, read_paper_trace,
                           simulate)
@@ -156,18 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--figure", action="store_true",
                    help="also run every fig8_9_* trace beside --trace once per system")
     p.add_argument("--figure-systems", default=FIGURE_SYSTEMS)
-    p.add_argument("--out", type=Path, default=RESULTS / "sim",
-                   help="where the page and its JSON go")
-    p.add_argument("--render", action="store_true",
-                   help=f"measure nothing: rewrite the page from --out's {NAME}.json")
+    render_flags(p, NAME, RESULTS / "sim")
     args = p.parse_args(argv)
     res = kept(NAME, args.out) if args.render else measure(args)
-    if not args.render:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
-    text = "\n".join(page(res))
-    (args.out / f"{NAME}.md").write_text(text)
-    print(text)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 
