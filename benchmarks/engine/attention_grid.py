@@ -10,25 +10,27 @@ between two layers) that every call reads its K and V from DRAM, and reports the
 30 layers. Within a (batch, context) group every (backend, Q) cell is
 sampled in each of several interleaved rounds; medians. The machine's read bandwidth is
 measured in the same run (the sum of a 1 GB tensor, torch's 2 threads) and every cell's
-KV bytes are set against it. Prints a table, writes results/attention_grid.{md,json}.
+KV bytes are set against it. Prints a table, writes results/attention_grid.{md,json};
+--render rewrites the page from the kept JSON, measuring nothing.
 
-    python -m benchmarks.engine.attention_grid [--repeats 5] [--quick]
+    python -m benchmarks.engine.attention_grid [--repeats 5] [--quick] [--render]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
-from benchmarks.shared.common import Timer, commit, machine, write_results
+from benchmarks.shared.common import Timer
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.engine import kernels
 
+NAME = "attention_grid"
 H, HKV, D, LAYERS = 9, 3, 64, 30
 BATCHES, CONTEXTS, QUERIES = (1, 4, 8, 16), (512, 2048, 4096, 8192), (1, 4, 8, 16)
 QUICK = ((1, 8192), (8, 8192))  # --quick: the (batch, context) groups of the issue's goal
@@ -103,15 +105,19 @@ def measure(groups: list[tuple[int, int]], repeats: int) -> tuple[dict, float, f
     return ms, bw0, bandwidth()
 
 
-def page(ms: dict, groups: list, bw: float, res: dict) -> str:
+def page(res: dict) -> list[str]:
+    """The page from a measurement's data (measured now, or kept: --render)."""
+    ms = {(c["batch"], c["context"], c["q"], c["backend"]): c["ms"] for c in res["cells"]}
+    groups = list(dict.fromkeys((n, ctx) for n, ctx, _, _ in ms))
+    bw = max(res["bandwidth_gbs"])
     lines = ["# Attention over the KV cache: compiled tree attention vs SDPA", "",
              f"- command: `{res['command']}`",
              f"- machine: {res['machine']}, torch {res['torch']}; ran alone (/work/cpu-excl)",
              f"- date: {res['date']}, commit {res['commit']}; medians of {res['repeats']} "
              "interleaved rounds per (batch, context) group",
-             f"- read bandwidth measured in the run (sum of a 1 GB tensor, 2 threads): "
-             f"{res['bandwidth_gbs'][0]:.1f} GB/s before, {res['bandwidth_gbs'][1]:.1f} after; "
-             f"the tables use {bw:.1f}", "",
+             f"- read bandwidth measured in the run (sum of a 1 GB tensor, {res['threads']} "
+             f"threads): {res['bandwidth_gbs'][0]:.1f} GB/s before, "
+             f"{res['bandwidth_gbs'][1]:.1f} after; the tables use {bw:.1f}", "",
              "SmolLM2-135M's attention (9 query heads, 3 KV heads, head_dim 64, fp32) for one "
              "step of 30 layers: `batch` requests, each with `context` cached columns and Q "
              "query tokens (a causal chain; the cost does not depend on the tree). ms per "
@@ -138,34 +144,34 @@ def page(ms: dict, groups: list, bw: float, res: dict) -> str:
                   f"one (SDPA {c[(8, 'sdpa')] / c[(1, 'sdpa')]:.2f}x); one token "
                   f"{c[(1, 'kernel')]:.1f} ms against {read:.1f} ms to read its KV once "
                   f"({c[(1, 'kernel')] / read:.2f}x)."]
-    lines.append("")
-    return "\n".join(lines)
+    return lines + [""]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true",
                     help="only batch 1 and 8 at 8k context, and no page written")
-    args = ap.parse_args()
-    status = kernels.load()
-    if not status.available:
-        print(f"the compiled kernels are unavailable: {status.reason}")
-        return 1
-    groups = list(QUICK) if args.quick else [(n, c) for n in BATCHES for c in CONTEXTS]
-    ms, bw0, bw1 = measure(groups, args.repeats)
-    bw = max(bw0, bw1)
-    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
-           "torch": torch.__version__, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-           "commit": commit(), "repeats": args.repeats, "threads": torch.get_num_threads(),
-           "bandwidth_gbs": [bw0, bw1],
-           "cells": [{"batch": n, "context": c, "q": q, "backend": b, "ms": t,
-                      "kv_bytes": kv_bytes(n, c, q)} for (n, c, q, b), t in ms.items()]}
-    text = page(ms, groups, bw, res)
-    if args.quick:
-        print(text)
+    render_flags(ap, NAME)
+    args = ap.parse_args(argv)
+    if args.render:
+        res = kept(NAME, args.out)
     else:
-        write_results("attention_grid", text, res)
+        status = kernels.load()
+        if not status.available:
+            print(f"the compiled kernels are unavailable: {status.reason}")
+            return 1
+        made = Made.now("benchmarks.engine.attention_grid").to_dict()
+        groups = list(QUICK) if args.quick else [(n, c) for n in BATCHES for c in CONTEXTS]
+        ms, bw0, bw1 = measure(groups, args.repeats)
+        res = {**made, "torch": torch.__version__, "repeats": args.repeats,
+               "threads": torch.get_num_threads(), "bandwidth_gbs": [bw0, bw1],
+               "cells": [{"batch": n, "context": c, "q": q, "backend": b, "ms": t,
+                          "kv_bytes": kv_bytes(n, c, q)} for (n, c, q, b), t in ms.items()]}
+    if args.quick:
+        print("\n".join(page(res)))
+    else:
+        write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

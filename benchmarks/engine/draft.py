@@ -10,17 +10,17 @@
    pair): accepted tokens per iteration, measured and predicted (1 + sum of selected
    f(v)), tokens/s against `incremental` on the same prompts, and the calibration of
    draft path probabilities against acceptance (the scheduler's reliability bins).
-Prints tables, writes results/draft.{md,json}.
+Prints tables, writes results/draft.{md,json}; --render rewrites the page from the kept
+JSON, measuring nothing.
 
     python -m benchmarks.engine.draft [--draft smollm2-135m-distilled] [--work DISTILL_WORK_DIR]
+                                      [--render]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
-import json
 import sys
 import tempfile
 import time
@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from benchmarks.shared.common import RESULTS, Timer, commit, machine
+from benchmarks.shared.common import Timer
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.distill.pipeline import DistillConfig, answers, teacher_stage
 from adaserve.distill.prompts import phase1, phase2
@@ -41,6 +42,8 @@ from adaserve.engine.kv_cache import KVCache
 from adaserve.engine.loader import load_models
 from adaserve.engine.model import Llama
 from adaserve.engine.weights import DEFAULT_DRAFT, load_state, resolve_draft
+
+NAME = "draft"
 
 
 def heldout_shards(models, cfg: DistillConfig, path: Path | None) -> tuple[list, dict]:
@@ -132,9 +135,10 @@ def step_costs(models, rounds: int) -> dict:
              "fp16_mb": 2 * (layers * layer_params + head * c.hidden + c.hidden) / 2**20,
              **{f"rel_b{b}": ms[("sweep", layers, head, b)] / ms[("target", b)] for b in (1, 16)}}
             for layers, head in sweep]
-    return {"target_ms": {b: ms[("target", b)] for b in (1, 16)},
-            "draft_ms": {b: ms[("draft", b)] for b in (1, 16)},
-            "draft_rel": {b: ms[("draft", b)] / ms[("target", b)] for b in (1, 16)},
+    # batch sizes as strings: the keys the kept JSON reads back
+    return {"target_ms": {str(b): ms[("target", b)] for b in (1, 16)},
+            "draft_ms": {str(b): ms[("draft", b)] for b in (1, 16)},
+            "draft_rel": {str(b): ms[("draft", b)] / ms[("target", b)] for b in (1, 16)},
             "sweep": rows}
 
 
@@ -168,16 +172,8 @@ def engine_batch1(draft: str, prompts: list[list[int]], new: int) -> dict:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--draft", default=DEFAULT_DRAFT)
-    ap.add_argument("--work", type=Path, default=None,
-                    help="a distill run's work directory: measure on its held-out sequences "
-                         "(default: generate the held-out set again)")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--engine-prompts", type=int, default=24)
-    ap.add_argument("--new-tokens", type=int, default=64)
-    args = ap.parse_args()
+def measure(args: argparse.Namespace) -> dict:
+    made = Made.now("benchmarks.engine.draft").to_dict()
     cfg = DistillConfig()
     models = load_models(EngineConfig(policy="adaserve", draft=args.draft, device="cpu"))
     t0 = time.perf_counter()
@@ -187,8 +183,8 @@ def main() -> int:
           f"{q['greedy_agreement']:.3f}, mean 1-TV {q['mean_one_minus_tv']:.3f} "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
     cost = step_costs(models, args.rounds)
-    print(f"draft step / target step: batch 1 {cost['draft_rel'][1]:.3f}, "
-          f"batch 16 {cost['draft_rel'][16]:.3f}", flush=True)
+    print(f"draft step / target step: batch 1 {cost['draft_rel']['1']:.3f}, "
+          f"batch 16 {cost['draft_rel']['16']:.3f}", flush=True)
     held = [p for p in phase1(cfg.prompts, cfg.seed) if p.split == "heldout"]
     prompts = [encode_chat(models.tokenizer, [{"role": r, "content": c} for r, c in p.messages])
                for p in held[: args.engine_prompts]]
@@ -197,19 +193,31 @@ def main() -> int:
     print(f"batch 1, B = {eng['budget']}: {eng['adaserve']['tokens_per_iteration']:.2f} tokens per "
           f"iteration (predicted {eng['predicted_tokens_per_iteration']:.2f}), "
           f"{eng['speedup']:.2f}x incremental", flush=True)
-    result = {
-        "command": "python " + " ".join(sys.argv), "machine": machine(),
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "date": dt.date.today().isoformat(),
-        "commit": commit(),
-        "draft": args.draft, "quality": q, "cost": cost, "engine": eng,
-        "engine_prompts": len(prompts), "new_tokens": args.new_tokens,
-    }
-    write(result)
+    return {**made, "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "draft": args.draft, "quality": q, "cost": cost, "engine": eng,
+            "engine_prompts": len(prompts), "new_tokens": args.new_tokens}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--draft", default=DEFAULT_DRAFT)
+    ap.add_argument("--work", type=Path, default=None,
+                    help="a distill run's work directory: measure on its held-out sequences "
+                         "(default: generate the held-out set again)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--engine-prompts", type=int, default=24)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    render_flags(ap, NAME)
+    args = ap.parse_args(argv)
+    res = kept(NAME, args.out) if args.render else measure(args)
+    write_page(NAME, page(res), args.out, None if args.render else res)
+    if not args.render and res["draft"] == DEFAULT_DRAFT:
+        update_card(res)
     return 0
 
 
-def write(r: dict) -> None:
+def page(r: dict) -> list[str]:
+    """The page from a measurement's data (measured now, or kept: --render)."""
     q, c, e = r["quality"], r["cost"], r["engine"]
     lines = [
         "# Distilled draft", "",
@@ -232,7 +240,7 @@ def write(r: dict) -> None:
         "One decode step (one token per request, context 128), median of interleaved rounds.", "",
         "| batch | target ms | draft ms | draft / target |", "|---|---|---|---|",
     ]
-    for b in (1, 16):
+    for b in ("1", "16"):
         lines.append(f"| {b} | {c['target_ms'][b]:.1f} | {c['draft_ms'][b]:.2f} | "
                      f"{c['draft_rel'][b]:.3f} |")
     lines += [
@@ -274,20 +282,13 @@ def write(r: dict) -> None:
         hi = "inf" if b["hi"] is None else f"{b['hi']:.1f}"
         lines.append(f"| [{b['lo']:.1f}, {hi}) | {b['count']} | {b['mean_predicted']:.2f} | "
                      f"{b['mean_observed']:.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    out = RESULTS
-    out.mkdir(exist_ok=True)
-    (out / "draft.md").write_text(text)
-    (out / "draft.json").write_text(json.dumps(r, indent=2) + "\n")
-    if r["draft"] == DEFAULT_DRAFT:
-        update_card(r)
+    return lines + [""]
 
 
 def _budget_source(e: dict) -> str:
     if not e["profile"]:
         return "the default: no profile for this pair"
-    if not e.get("knee_found", True):
+    if not e["knee_found"]:
         return "the default: this pair's profile found no knee in the latency curve"
     return "the profile's knee"
 
@@ -302,7 +303,7 @@ def update_card(r: dict) -> None:
         return
     rest = card.split("## Measured results", 1)[1]
     tail = rest[rest.find("\n## ", 1):] if "\n## " in rest[1:] else ""
-    b1, b16 = c["draft_rel"][1], c["draft_rel"][16]
+    b1, b16 = c["draft_rel"]["1"], c["draft_rel"]["16"]
     g, t = q["by_continuation"]["greedy"], q["by_continuation"]["sampled"]
     section = f"""## Measured results
 `{r['command']}` on {r['date']} (commit {r['commit']}; {r['machine']}, torch {r['torch']});

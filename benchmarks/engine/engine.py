@@ -14,22 +14,23 @@ ships.
 4. Speculative (`adaserve`, the given draft, the machine's profile for the pair) vs
    `incremental` at batch 1 and 8, for the profile's B and each of --budgets.
 5. Peak resident memory of this process.
-Interleaved rounds, medians. Prints a table, writes results/engine.{md,json}.
+Interleaved rounds, medians. Prints a table, writes results/engine.{md,json}; --render
+rewrites the page and the plot from the kept JSON, measuring nothing.
 
-    python -m benchmarks.engine.engine [--rounds 3] [--new-tokens 64] [--budgets 4 8]
+    python -m benchmarks.engine.engine [--rounds 3] [--new-tokens 64] [--budgets 4 8] [--render]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import resource
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
-from benchmarks.shared.common import RESULTS, commit, machine, write_results
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.engine import EngineConfig, SamplingParams
 from adaserve.engine.core import EngineCore
@@ -38,6 +39,9 @@ from adaserve.engine.loader import load_models
 from adaserve.engine.kv_cache import KVCache
 from adaserve.engine.profiler import _chain_batch, _time_once
 from adaserve.engine.weights import DEFAULT_DRAFT, packaged_gguf
+
+NAME = "engine"
+PLOT = "engine_forward.png"
 
 PROMPTS = [
     "Write a short story about a robot who learns to paint.",
@@ -128,14 +132,8 @@ def llamacpp(batches: list[int], ctx: int):
         return None
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
-    ap.add_argument("--draft", default=DEFAULT_DRAFT)
-    ap.add_argument("--budgets", type=int, nargs="+", default=[4, 8])
-    args = ap.parse_args()
+def measure(args: argparse.Namespace) -> dict:
+    made = Made.now("benchmarks.engine.engine").to_dict()
     from transformers import AutoModelForCausalLM
 
     engines = {}
@@ -213,11 +211,9 @@ def main() -> int:
                   "tokens_per_step": med(accepted[(v, b)]),
                   "mean_depth": statistics.fmean(depths[(v, b)])}
                  for b in (1, 8) for v in specs]
-    result = {
-        "command": "python " + " ".join(sys.argv), "machine": machine(),
-        "torch": torch.__version__, "date": dt.date.today().isoformat(),
-        "commit": commit(), "new_tokens": new, "rounds": args.rounds, "draft": args.draft,
-        "systems": systems,
+    return {
+        **made, "torch": torch.__version__, "new_tokens": new, "rounds": args.rounds,
+        "draft": args.draft, "systems": systems,
         "profile": None if prof is None else {"date": prof.date, "budget": prof.budget,
                                               "draft_priced": prof.draft_model is not None},
         "decode": rows, "speculative": spec_rows,
@@ -227,12 +223,24 @@ def main() -> int:
         "bandwidth_limit_step_s": limit, "weights_read_gb_s": bw_weights / 1e9,
         "weights_read_s": models.target.weight_bytes() / bw_weights, "peak_rss_mb": peak_mb,
     }
-    plot(result)
-    write(result)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--draft", default=DEFAULT_DRAFT)
+    ap.add_argument("--budgets", type=int, nargs="+", default=[4, 8])
+    render_flags(ap, NAME)
+    args = ap.parse_args(argv)
+    res = kept(NAME, args.out) if args.render else measure(args)
+    write_page(NAME, page(res), args.out, None if args.render else res)
+    plot(res, args.out / PLOT)
     return 0
 
 
-def plot(res: dict) -> None:
+def plot(res: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -251,10 +259,11 @@ def plot(res: dict) -> None:
     ax.set_title(f"SmolLM2-135M fp32 forward, {res['date']}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(RESULTS / "engine_forward.png", dpi=120)
+    fig.savefig(path, dpi=120)
 
 
-def write(res: dict) -> None:
+def page(res: dict) -> list[str]:
+    """The page from a measurement's data (measured now, or kept: --render)."""
     systems = res["systems"]
     one = {r["system"]: r for r in res["decode"] if r["batch"] == 1}
     fwd = res["forward_s"]
@@ -280,7 +289,7 @@ def write(res: dict) -> None:
             f"{cells[s]['tok_s']:.1f} | {cells[s]['decode_tok_s']:.1f}" for s in systems) + " |")
     lines += ["", "## Target forward cost against tokens", "",
               "1 request x T chained tokens after 64 cached ones; ms, median; ratio to T = 1 "
-              "on the same path. Plot: [engine_forward.png](engine_forward.png).", "",
+              f"on the same path. Plot: [{PLOT}]({PLOT}).", "",
               "| T | " + " | ".join(f"{k} ms | {k} / T=1" for k in fwd) + " |",
               "|---|" + "---|---|" * len(fwd)]
     for i, t in enumerate(ft):
@@ -322,7 +331,7 @@ def write(res: dict) -> None:
     lines += ["", f"Peak resident memory of the benchmark process (both engines, transformers"
                   f"{', llama.cpp' if 'llama.cpp' in systems else ''} and the draft loaded): "
                   f"{res['peak_rss_mb']:.0f} MB", ""]
-    write_results("engine", "\n".join(lines), res)
+    return lines
 
 
 def _profile_line(p: dict | None) -> str:

@@ -5,32 +5,31 @@ layout decision in engine/model.py buys. Real SmolLM2-135M weights, fp32, the de
 - the LM head: whole (W @ h.T), transposed to row-major, and in 2,048-token chunks;
 - argmax over the vocabulary on row-major vs column-major logits;
 - attention (SDPA) with a row-major vs a column-major query (flash vs math kernel).
-Interleaved rounds, medians. Prints a table, writes results/forward_parts.{md,json}.
+Interleaved rounds, medians. Prints a table, writes results/forward_parts.{md,json};
+--render rewrites the page from the kept JSON, measuring nothing.
 
-    python -m benchmarks.engine.forward_parts [--rows 32] [--context 100]
+    python -m benchmarks.engine.forward_parts [--rows 32] [--context 100] [--render]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 
 import torch
 import torch.nn.functional as F
-from benchmarks.shared.common import Timer, machine, write_results
+from benchmarks.shared.common import Timer
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.engine import EngineConfig
 from adaserve.engine.loader import load_models
 from adaserve.engine.model import _head_rows
 
+NAME = "forward_parts"
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=32)
-    ap.add_argument("--context", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=20)
-    args = ap.parse_args()
+
+def measure(args: argparse.Namespace) -> dict:
+    made = Made.now("benchmarks.engine.forward_parts").to_dict()
     model = load_models(EngineConfig()).target
     r, t, cfg = args.rows, args.context, model.cfg
     x = {w.shape[1]: torch.randn(r, w.shape[1]) for b in model.blocks for w in b[1:] if w.dim() == 2}
@@ -66,17 +65,30 @@ def main() -> int:
     for key, fn in cells.items():
         timer.add(key, fn)
     ms = timer.run()
-    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
-           "torch": torch.__version__, "date": dt.date.today().isoformat(), "rows": r,
-           "context": t, "layers": cfg.layers,
-           "cells": [{"part": k[0], "scope": k[1], "ms": v} for k, v in ms.items()]}
+    return {**made, "torch": torch.__version__, "rows": r, "context": t, "layers": cfg.layers,
+            "cells": [{"part": k[0], "scope": k[1], "ms": v} for k, v in ms.items()]}
+
+
+def page(res: dict) -> list[str]:
+    """The page from a measurement's data (measured now, or kept: --render)."""
     lines = ["# Parts of a decode forward (SmolLM2-135M, fp32)", "",
              f"- command: `{res['command']}`", f"- machine: {res['machine']}, torch {res['torch']}",
-             f"- date: {res['date']}; {r} rows (requests x 1 token), {t} cached context tokens, "
-             f"medians of interleaved rounds", "", "| part | scope | ms |", "|---|---|---:|"]
+             f"- date: {res['date']}; {res['rows']} rows (requests x 1 token), {res['context']} "
+             "cached context tokens, medians of interleaved rounds", "", "| part | scope | ms |",
+             "|---|---|---:|"]
     lines += [f"| {c['part']} | {c['scope']} | {c['ms']:.1f} |" for c in res["cells"]]
-    text = "\n".join(lines) + "\n"
-    write_results("forward_parts", text, res)
+    return lines + [""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=32)
+    ap.add_argument("--context", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=20)
+    render_flags(ap, NAME)
+    args = ap.parse_args(argv)
+    res = kept(NAME, args.out) if args.render else measure(args)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

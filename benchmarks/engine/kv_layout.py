@@ -6,20 +6,23 @@ the keys of n requests with T cached columns each, reading them as
 - gather: the slots are scattered: index the cache, which copies the keys;
 - paged: 16-token blocks from a block table, gathered and reshaped (what paged attention
   costs without a fused kernel, the situation on CPU).
-Interleaved rounds, medians. Prints a table, writes results/kv_layout.{md,json}.
+Interleaved rounds, medians. Prints a table, writes results/kv_layout.{md,json}; --render
+rewrites the page from the kept JSON, measuring nothing.
 
-    python -m benchmarks.engine.kv_layout
+    python -m benchmarks.engine.kv_layout [--render] [--out results]
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
+import argparse
 import sys
 
 import torch
 import torch.nn.functional as F
-from benchmarks.shared.common import RESULTS, Timer, commit, machine
+from benchmarks.shared.common import Timer
+from benchmarks.shared.page import Made, kept, render_flags, write_page
+
+NAME = "kv_layout"
 
 H, HKV, D, SLOTS, SLOT_LEN, BLOCK = 9, 3, 64, 64, 1024, 16
 CASES = [(1, 256, 1), (8, 256, 1), (32, 256, 1), (8, 256, 16), (32, 512, 4)]  # n, T, Q
@@ -50,7 +53,8 @@ def cells(n: int, t: int, q: int) -> dict:
     }
 
 
-def main() -> int:
+def measure() -> dict:
+    made = Made.now("benchmarks.engine.kv_layout").to_dict()
     timer = Timer(repeats=60)
     for case in CASES:
         for name, fn in cells(*case).items():
@@ -58,24 +62,30 @@ def main() -> int:
     ms = timer.run()
     rows = [{"n": n, "T": t, "Q": q, **{name: ms[((n, t, q), name)] for name in
                                          ("view", "gather", "paged")}} for n, t, q in CASES]
+    return {**made, "torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows}
+
+
+def page(res: dict) -> list[str]:
+    """The page from a measurement's data (measured now, or kept: --render)."""
     lines = ["# KV cache layout: attention read cost per layer", "",
-             f"- command: `python {' '.join(sys.argv)}`", f"- machine: {machine()}, torch "
-             f"{torch.__version__}, {torch.get_num_threads()} threads",
-             f"- date: {dt.date.today().isoformat()}; medians, interleaved rounds", "",
+             f"- command: `{res['command']}`", f"- machine: {res['machine']}, torch "
+             f"{res['torch']}, {res['threads']} threads",
+             f"- date: {res['date']}; medians, interleaved rounds", "",
              "| n requests | T columns | Q queries | view ms | gather ms | paged ms | gather/view "
              "| paged/view |", "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
+    for r in res["rows"]:
         lines.append(f"| {r['n']} | {r['T']} | {r['Q']} | {r['view']:.3f} | {r['gather']:.3f} | "
                      f"{r['paged']:.3f} | {r['gather'] / r['view']:.1f}x | "
                      f"{r['paged'] / r['view']:.1f}x |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    out = RESULTS
-    (out / "kv_layout.md").write_text(text)
-    head = commit()
-    (out / "kv_layout.json").write_text(json.dumps(
-        {"command": f"python {' '.join(sys.argv)}", "machine": machine(), "commit": head,
-         "date": dt.date.today().isoformat(), "rows": rows}, indent=2))
+    return lines + [""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    render_flags(ap, NAME)
+    args = ap.parse_args(argv)
+    res = kept(NAME, args.out) if args.render else measure()
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

@@ -8,37 +8,32 @@ SmolLM2-135M ones (538 MB fp32), so every call streams them from DRAM. Each roun
 backend at every row count, then rests a second before the next: OpenBLAS's threads spin
 after a call and, interleaved call by call, slowed the next backend on the two cores ~2x
 (ours at 8 rows: 128 ms right after numpy, 26-32 ms on its own).
-Prints a table, writes results/skinny_matmul.{md,json}.
+Prints a table, writes results/skinny_matmul.{md,json}; --render rewrites the page from the
+kept JSON, measuring nothing.
 
-    python -m benchmarks.engine.skinny_matmul [--rounds 5]
+    python -m benchmarks.engine.skinny_matmul [--rounds 5] [--render]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
-from benchmarks.shared.common import commit, machine, write_results
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.engine import EngineConfig, kernels
 from adaserve.engine.loader import load_models
 
+NAME = "skinny_matmul"
 ROWS = (1, 2, 4, 8, 16, 32, 64)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
-    status = kernels.load()
-    if not status.available:
-        print(f"the compiled kernels are unavailable: {status.reason}")
-        return 1
+def measure(rounds: int) -> dict:
+    made = Made.now("benchmarks.engine.skinny_matmul").to_dict()
     m = load_models(EngineConfig(fast_kernels=False)).target
     ws = [t for b in m.blocks for t in (b[1], b[2], b[4], b[5])] + [m.lm_head]
     wn = [w.numpy() for w in ws]
@@ -55,7 +50,7 @@ def main() -> int:
         xs = [torch.randn(t, w.shape[1]) for w in ws]
         inputs[t] = (xs, [x.numpy() for x in xs])
     times = {(b, t): [] for b in backends for t in ROWS}
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for b, fn in backends.items():
             fn(*inputs[ROWS[0]])  # warm-up after the rest
             for t in ROWS:
@@ -64,24 +59,43 @@ def main() -> int:
                 times[(b, t)].append(time.perf_counter() - s)
             time.sleep(1.0)  # let any spinning worker threads go to sleep
     med = {k: statistics.median(v) for k, v in times.items()}
-    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
-           "torch": torch.__version__, "date": dt.date.today().isoformat(), "commit": commit(),
-           "rounds": args.rounds, "weight_bytes": nbytes, "rows": list(ROWS),
-           "ms": {b: [med[(b, t)] * 1e3 for t in ROWS] for b in backends}}
+    return {**made, "torch": torch.__version__, "rounds": rounds, "weight_bytes": nbytes,
+            "rows": list(ROWS), "ms": {b: [med[(b, t)] * 1e3 for t in ROWS] for b in backends}}
+
+
+def page(res: dict) -> list[str]:
+    """The page from a measurement's data (measured now, or kept: --render)."""
+    ms = res["ms"]
     lines = ["# Skinny matmuls: the model's 121 weight matrices at T input rows", "",
              f"- command: `{res['command']}`", f"- machine: {res['machine']}, torch {res['torch']}",
-             f"- date: {res['date']}, commit {res['commit']}; medians of {args.rounds} "
-             f"rounds, one backend at a time with a 1 s rest between; {nbytes / 1e6:.0f} MB of fp32 weights per pass", "",
+             f"- date: {res['date']}, commit {res['commit']}; medians of {res['rounds']} "
+             f"rounds, one backend at a time with a 1 s rest between; "
+             f"{res['weight_bytes'] / 1e6:.0f} MB of fp32 weights per pass", "",
              "ms for all 121 products (lower is better; best per row count in bold):", "",
-             "| T | " + " | ".join(backends) + " |", "|---|" + "---|" * len(backends)]
-    for i, t in enumerate(ROWS):
-        best = min(res["ms"][b][i] for b in backends)
+             "| T | " + " | ".join(ms) + " |", "|---|" + "---|" * len(ms)]
+    for i, t in enumerate(res["rows"]):
+        best = min(v[i] for v in ms.values())
         lines.append(f"| {t} | " + " | ".join(
-            (f"**{res['ms'][b][i]:.1f}**" if res["ms"][b][i] == best else f"{res['ms'][b][i]:.1f}")
-            for b in backends) + " |")
+            (f"**{v[i]:.1f}**" if v[i] == best else f"{v[i]:.1f}") for v in ms.values()) + " |")
     lines += ["", "The engine takes the compiled kernel up to 32 rows (`SKINNY_ROWS`) and MKL "
               "(W @ x.T) beyond, where prefill chunks are compute-bound.", ""]
-    write_results("skinny_matmul", "\n".join(lines), res)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    render_flags(ap, NAME)
+    args = ap.parse_args(argv)
+    if args.render:
+        res = kept(NAME, args.out)
+    else:
+        status = kernels.load()
+        if not status.available:
+            print(f"the compiled kernels are unavailable: {status.reason}")
+            return 1
+        res = measure(args.rounds)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

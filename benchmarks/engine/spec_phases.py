@@ -5,9 +5,10 @@ rest of drafting (beam steps, tree building), selection, verification, committin
 `adaserve` with the distilled draft at batch 1 and the given budgets, the benchmark's chat
 prompts one at a time, 64 new tokens each; the phases are timed by wrapping the executor's
 and the policy's methods (the wrappers add two clock reads a call). Writes
-results/spec_phases.{md,json}.
+results/spec_phases.{md,json}; --render rewrites the page from the kept JSON, measuring
+nothing.
 
-    python -m benchmarks.engine.spec_phases [--budgets 4 6 8]
+    python -m benchmarks.engine.spec_phases [--budgets 4 6 8] [--render]
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import datetime as dt
 import statistics
 import sys
 import time
 
-from benchmarks.shared.common import commit, machine, write_results
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 from benchmarks.engine.engine import PROMPTS, chat_ids, run_engine
 
 from adaserve.engine import EngineConfig
@@ -28,6 +28,7 @@ from adaserve.engine.core import EngineCore
 from adaserve.engine.engine import load_profile
 from adaserve.engine.loader import load_models
 
+NAME = "spec_phases"
 
 @contextlib.contextmanager
 def timed(targets: list[tuple[object, str, str, str | None]], acc: dict, active: set):
@@ -89,20 +90,17 @@ def run(core: EngineCore, new: int) -> tuple[dict, list]:
     return acc, stats
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--budgets", type=int, nargs="+", default=[4, 6, 8])
-    ap.add_argument("--new-tokens", type=int, default=64)
-    args = ap.parse_args()
+def measure(budgets: list[int], new: int) -> dict:
+    made = Made.now("benchmarks.engine.spec_phases").to_dict()
     rows = []
     models = load_models(EngineConfig(policy="adaserve"))  # incremental leaves the draft idle
-    for b in [None] + args.budgets:
+    for b in [None] + budgets:
         cfg = EngineConfig(policy="incremental" if b is None else "adaserve", budget=b,
                            max_batch=1)
         core = EngineCore(cfg, models, load_profile(cfg))
         run(core, 4)  # warm-up
         core = EngineCore(cfg, models, load_profile(cfg))
-        acc, st = run(core, args.new_tokens)
+        acc, st = run(core, new)
         n = len(st)
         per = {k: acc[k] / n * 1e3 for k in ("draft", "draft forward", "select", "verify",
                                               "commit_draft", "plan")}
@@ -114,24 +112,38 @@ def main() -> int:
     for r in rows:
         r["ms_per_token"] = r["iteration_ms"] / r["tokens_per_step"]
         r["speedup"] = rows[0]["ms_per_token"] / r["ms_per_token"]
-    res = {"command": "python " + " ".join(sys.argv), "machine": machine(),
-           "date": dt.date.today().isoformat(), "commit": commit(), "rows": rows}
+    return {**made, "prompts": len(PROMPTS), "new_tokens": new, "rows": rows}
+
+
+def page(res: dict) -> list[str]:
+    """The page from a measurement's data (measured now, or kept: --render)."""
     lines = ["# A speculative iteration's time, by phase (batch 1)", "",
-             f"- command: `{res['command']}`", f"- machine: {res['machine']}",
-             f"- date: {res['date']}, commit {res['commit']}; the engine benchmark's 8 chat "
-             f"prompts one at a time, {args.new_tokens} new tokens, greedy, decode iterations "
-             "only; ms per iteration (means)", "",
+             f"- command: `{res['command']}`"
+             + (f" (run from {res['ran_from']})" if "ran_from" in res else ""),
+             f"- machine: {res['machine']}",
+             f"- date: {res['date']}, commit {res['commit']}; the engine benchmark's "
+             f"{res['prompts']} chat prompts one at a time, {res['new_tokens']} new tokens, "
+             "greedy, decode iterations only; ms per iteration (means)", "",
              "| policy | iteration | tokens/step | ms/token | speedup | draft (all) | of it: "
              "draft forwards | forwards/iter | depth | select | verify | commit |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
+    for r in res["rows"]:
         lines.append(f"| {r['policy']} | {r['iteration_ms']:.1f} | {r['tokens_per_step']:.2f} | "
                      f"{r['ms_per_token']:.1f} | {r['speedup']:.2f}x | {r['draft']:.1f} | "
                      f"{r['draft forward']:.1f} | {r['draft_forwards_per_iter']:.2f} | "
                      f"{r['mean_depth']:.2f} | {r['select']:.2f} | {r['verify']:.1f} | "
                      f"{r['commit_draft']:.2f} |")
-    lines.append("")
-    write_results("spec_phases", "\n".join(lines), res)
+    return lines + [""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--budgets", type=int, nargs="+", default=[4, 6, 8])
+    ap.add_argument("--new-tokens", type=int, default=64)
+    render_flags(ap, NAME)
+    args = ap.parse_args(argv)
+    res = kept(NAME, args.out) if args.render else measure(args.budgets, args.new_tokens)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

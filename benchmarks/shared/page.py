@@ -8,6 +8,7 @@ read back from its JSON, so the header stays the measurement's.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import shlex
@@ -61,3 +62,21 @@ def kept(name: str, out: Path = RESULTS) -> dict:
         raise SystemExit(f"{path} is not there: this page has no kept data to render from; "
                          "run it without --render to measure")
     return json.loads(path.read_text())
+
+
+def render_flags(parser: argparse.ArgumentParser, name: str, out: Path = RESULTS) -> None:
+    """A timed page's --out (where its page and JSON go) and --render (measure nothing)."""
+    parser.add_argument("--out", type=Path, default=out, help="where the page and its JSON go")
+    parser.add_argument("--render", action="store_true",
+                        help=f"measure nothing: rewrite the page from --out's {name}.json")
+
+
+def write_page(name: str, lines: list[str], out: Path, data: dict | None = None) -> None:
+    """Prints a page and writes it to out/<name>.md; with ``data`` (a measurement's, not a
+    render's) keeps that too, out/<name>.json, for re-rendering the page later."""
+    text = "\n".join(lines)
+    print(text)
+    out.mkdir(parents=True, exist_ok=True)
+    if data is not None:
+        (out / f"{name}.json").write_text(json.dumps(data, indent=2))
+    (out / f"{name}.md").write_text(text)

@@ -82,8 +82,10 @@ SIMULATES = "re-simulates"  # deterministic, untimed: the simulation runs again
 HOW = {
     "loadgen/bench.py": SWEEP,
     "loadgen/context_grid.py": SWEEP,
-    "benchmarks/engine/startup_budget.py": RENDER,
-    "benchmarks/engine/scheduler_overhead.py": RENDER,
+    **{f"benchmarks/engine/{m}.py": RENDER
+       for m in ("startup_budget", "scheduler_overhead", "attention_grid", "draft", "engine",
+                 "forward_parts", "kv_layout", "skinny_matmul", "spec_phases")},
+    "benchmarks/sim/speed.py": RENDER,
     "benchmarks/fleet/routing.py": RENDER,
     **{f"benchmarks/{m}.py": RENDER for m in (
         "serving/served_tpot", "serving/server_memory", "serving/soak", "serving/startup",

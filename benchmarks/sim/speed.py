@@ -7,30 +7,31 @@ once per round, so a slow spell of the machine lands on all alike), with the ite
 the engine took, milliseconds per iteration and simulated seconds. With --figure, every
 `fig8_9_*` trace beside --trace is then run once per system and the walls are summed: the
 figure itself, one run after another on one core. Prints tables and writes
-results/sim/speed.{md,json}.
+results/sim/speed.{md,json}; --render rewrites the page from the kept JSON, measuring
+nothing.
 
     python -m benchmarks.sim.speed [--repeats 3] [--policies adaserve,incremental] [--figure]
+                                   [--render]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from benchmarks.shared.common import KIT, RESULTS, commit, machine
+from benchmarks.shared.common import KIT, RESULTS
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.sim import (HardwareModel, SimSetup, build, load_acceptance, read_paper_trace,
                           simulate)
 from adaserve.scheduler import split_specs
 
+NAME = "speed"  # results/sim/speed.{md,json}
 TRACE = KIT / "traces" / "fig8_9_rps4.8_ol256.csv"
 GOAL_S = 30.0
 FIGURE_GOAL_MIN = 15.0
@@ -57,25 +58,29 @@ def one_run(policy: str, hw: HardwareModel, reqs, acceptance: str) -> dict:
             "iterations": steps, "simulated_s": clock.now()}
 
 
-def policy_table(args, hw: HardwareModel, reqs) -> tuple[list[str], dict]:
+def policy_runs(args, hw: HardwareModel, reqs) -> dict[str, list[dict]]:
     policies = split_specs(args.policies)
     runs: dict[str, list[dict]] = {pol: [] for pol in policies}
     for _ in range(args.repeats):
         for pol in policies:
             runs[pol].append(one_run(pol, hw, reqs, args.acceptance))
-    lines = [f"| policy | wall s (median of {args.repeats}) | CPU s | iterations | "
+    return runs
+
+
+def policy_table(res: dict) -> list[str]:
+    lines = [f"| policy | wall s (median of {res['repeats']}) | CPU s | iterations | "
              f"ms / iteration | simulated s | goal <= {GOAL_S:g} s |",
              "|---|---|---|---|---|---|---|"]
-    for pol, rs in runs.items():
+    for pol, rs in res["policies"].items():
         wall = float(np.median([r["wall_s"] for r in rs]))
         cpu = float(np.median([r["cpu_s"] for r in rs]))
         it = rs[0]["iterations"]
         lines.append(f"| {pol} | {wall:.1f} | {cpu:.1f} | {it} | {1e3 * wall / it:.2f} | "
                      f"{rs[0]['simulated_s']:.0f} | {'met' if wall <= GOAL_S else 'NOT met'} |")
-    return lines, runs
+    return lines
 
 
-def figure_table(args, hw: HardwareModel) -> tuple[list[str], dict]:
+def figure_runs(args, hw: HardwareModel) -> dict:
     traces = sorted(Path(args.trace).parent.glob("fig8_9_*.csv"))
     systems = split_specs(args.figure_systems)
     runs: dict[str, dict[str, dict]] = {s: {} for s in systems}
@@ -85,20 +90,58 @@ def figure_table(args, hw: HardwareModel) -> tuple[list[str], dict]:
             runs[system][trace.stem] = {"requests": len(reqs),
                                         **one_run(system, hw, reqs, args.acceptance)}
     total = sum(r["wall_s"] for per in runs.values() for r in per.values())
-    lines = [f"| system | wall s, {len(traces)} rates | slowest rate s | iterations |",
+    return {"traces": [t.name for t in traces], "runs": runs, "total_s": total}
+
+
+def figure_table(fig: dict) -> list[str]:
+    traces, runs, total = len(fig["traces"]), fig["runs"], fig["total_s"]
+    lines = [f"| system | wall s, {traces} rates | slowest rate s | iterations |",
              "|---|---|---|---|"]
     for system, per in runs.items():
         walls = [r["wall_s"] for r in per.values()]
         its = sum(r["iterations"] for r in per.values())
         lines.append(f"| {system} | {sum(walls):.0f} | {max(walls):.1f} | {its} |")
     verdict = "met" if total / 60 <= FIGURE_GOAL_MIN else "NOT met"
-    lines += ["", f"**Whole figure: {total / 60:.1f} minutes** ({len(traces)} traces x "
-              f"{len(systems)} systems, one run each, in sequence; goal <= "
+    lines += ["", f"**Whole figure: {total / 60:.1f} minutes** ({traces} traces x "
+              f"{len(runs)} systems, one run each, in sequence; goal <= "
               f"{FIGURE_GOAL_MIN:g} min: {verdict})"]
-    return lines, {"traces": [t.name for t in traces], "runs": runs, "total_s": total}
+    return lines
 
 
-def main() -> int:
+def measure(args: argparse.Namespace) -> dict:
+    torch.set_num_threads(1)  # the simulator's tensors are small: one thread, no spinning
+    load = os.getloadavg()[0]  # anything else running shows here, before our own runs
+    # the code this run imports (others may commit while it runs)
+    made = Made.now("benchmarks.sim.speed").to_dict()
+    hw = HardwareModel.load(args.hardware)
+    reqs = read_paper_trace(args.trace, hw.baseline_latency_ms, args.limit)
+    res = {**made, "torch": torch.__version__, "load_average": load,
+           "trace": Path(args.trace).name, "trace_dir": Path(args.trace).parent.name,
+           "requests": len(reqs), "hardware": hw.name, "acceptance": args.acceptance,
+           "repeats": args.repeats, "policies": policy_runs(args, hw, reqs)}
+    if args.figure:
+        res["figure"] = figure_runs(args, hw)
+    return res
+
+
+def page(res: dict) -> list[str]:
+    """The page from a measurement's data (measured now, or kept: --render)."""
+    lines = ["# Simulator speed", "",
+             f"- command: `{res['command']}`",
+             f"- machine: {res['machine']}, torch {res['torch']}, 1 thread; load average "
+             f"{res['load_average']:.2f} at the start",
+             f"- date: {res['date']}, commit {res['commit']}",
+             f"- trace `{res['trace']}` ({res['requests']} requests), hardware "
+             f"`{res['hardware']}`, acceptance `{res['acceptance']}`, batch up to 64, prefill "
+             "chunk 512", "", *policy_table(res)]
+    if "figure" in res:
+        lines += ["", "## A whole figure", "",
+                  f"Every `fig8_9_*` trace in `{res['trace_dir']}/`, each system once.", "",
+                  *figure_table(res["figure"])]
+    return lines + [""]
+
+
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", default=TRACE)
     p.add_argument("--hardware", default="llama3.1-70b-a100-tp4")
@@ -111,33 +154,10 @@ def main() -> int:
     p.add_argument("--figure", action="store_true",
                    help="also run every fig8_9_* trace beside --trace once per system")
     p.add_argument("--figure-systems", default=FIGURE_SYSTEMS)
-    args = p.parse_args()
-    torch.set_num_threads(1)  # the simulator's tensors are small: one thread, no spinning
-    load = os.getloadavg()[0]  # anything else running shows here, before our own runs
-    head = commit()  # the code this run imports (others may commit while it runs)
-    hw = HardwareModel.load(args.hardware)
-    reqs = read_paper_trace(args.trace, hw.baseline_latency_ms, args.limit)
-    table, runs = policy_table(args, hw, reqs)
-    lines = ["# Simulator speed", "",
-             f"- command: `python -m benchmarks.sim.speed {' '.join(sys.argv[1:])}`",
-             f"- machine: {machine()}, torch {torch.__version__}, 1 thread; load average "
-             f"{load:.2f} at the start",
-             f"- date: {dt.date.today()}, commit {head}",
-             f"- trace `{Path(args.trace).name}` ({len(reqs)} requests), hardware "
-             f"`{hw.name}`, acceptance `{args.acceptance}`, batch up to 64, prefill chunk 512",
-             "", *table]
-    result = {"policies": runs}
-    if args.figure:
-        fig, result["figure"] = figure_table(args, hw)
-        lines += ["", "## A whole figure", "",
-                  f"Every `fig8_9_*` trace in `{Path(args.trace).parent.name}/`, each system "
-                  "once.", "", *fig]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    out = RESULTS / "sim"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "speed.md").write_text(text)
-    (out / "speed.json").write_text(json.dumps(result, indent=2))
+    render_flags(p, NAME, RESULTS / "sim")
+    args = p.parse_args(argv)
+    res = kept(NAME, args.out) if args.render else measure(args)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

@@ -43,7 +43,8 @@ def test_the_listing_says_how_each_page_remakes():
     assert rows["startup_budget"].endswith("from kept data (--render)")
     assert rows["rate-default-v2/summary"].endswith("from kept runs (--rewrite-page)")
     assert rows["sim/fig8"].endswith("from kept runs")
-    assert rows["engine"].endswith("re-measures")
+    assert rows["engine"].endswith("from kept data (--render)")
+    assert rows["sim/speed"].endswith("from kept data (--render)")
     assert rows["sim/history-issue19"].split()[1:] == ["-", "history", "-"]
 
 
@@ -60,9 +61,16 @@ def test_a_page_gives_the_command_that_remakes_it():
     assert missing.returncode == 2 and "python -m benchmarks" in missing.stderr
     history = _run("sim/history-issue19")
     assert history.returncode == 1 and "history" in history.stderr
-    # a timed page without kept data to render from is not re-measured by accident
-    timed = _run("engine", "--run")
-    assert timed.returncode == 1 and "--measure" in timed.stderr
+    # a timed page with its data kept is re-rendered from it, under the command it names
+    timed = _run("engine")
+    assert "python -m benchmarks.engine.engine --rounds 3 --render" in timed.stdout
+
+
+def test_a_page_that_only_re_measures_is_not_run_by_accident(monkeypatch, capsys):
+    """A timed page without kept data to render from runs only with --measure."""
+    monkeypatch.setitem(P.HOW, "benchmarks/engine/engine.py", P.REMEASURE)
+    assert P.main(["engine", "--run"]) == 1
+    assert "--measure" in capsys.readouterr().err
 
 
 def test_a_timed_page_re_renders_from_its_kept_data_unchanged():
