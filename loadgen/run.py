@@ -64,7 +64,27 @@ def locust_command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
+def classes_missing(host: str) -> str | None:
+    """Why the server at ``host`` cannot give the classes' SLOs (its /server_info has no
+    ``slo_classes``), or None. Checked before Locust starts: its dispatcher reads them
+    when it starts, and a headless run whose one user failed to start would wait forever."""
+    import httpx
+
+    try:
+        r = httpx.get(f"{host}/server_info", timeout=30)
+        classes = r.json().get("slo_classes") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError) as e:
+        return f"{host}/server_info did not answer with JSON ({e!r})"
+    if not classes:
+        return (f"{host}/server_info lists no SLO classes (HTTP {r.status_code}); give them "
+                "with --class-tpot-ms NAME=MS,...")
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
+    if not args.class_tpot_ms and not args.web and (why := classes_missing(args.host)):
+        print(f"adaserve loadgen: {why}", file=sys.stderr)
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "records.jsonl").unlink(missing_ok=True)
     cmd = locust_command(args)

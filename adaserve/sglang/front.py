@@ -207,7 +207,7 @@ def app(router: str, view=None, pick_log=None, replicas: list[str] | None = None
     """The ASGI app in front of ``router`` (its base URL); with ``view``
     (picking.FleetView) it names each SLO request's replica to the router, and writes
     each pick to ``pick_log`` (picking.PickLog) when given. With ``replicas`` (their
-    URLs) it serves the fleet view, /fleet (fleet_page.py)."""
+    URLs) it serves the fleet view, /fleet (fleet_page.py), and a replica's /server_info."""
     import httpx
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
@@ -287,12 +287,26 @@ def app(router: str, view=None, pick_log=None, replicas: list[str] | None = None
             pick_log.close()
         await client.aclose()
 
+    async def server_info(request: Request):
+        """A replica's /server_info (the first that answers): the fleet's SLO classes,
+        baseline and model, which a client (the load generator) reads; sglang-router
+        0.3.2 answers the route with an error of its own."""
+        for url in replicas:
+            try:
+                r = await client.get(url.rstrip("/") + "/server_info", timeout=30)
+            except httpx.HTTPError:
+                continue
+            if r.status_code == 200:
+                return Response(r.content, media_type="application/json")
+        return error_response(502, "no replica answered /server_info", code="bad_gateway")
+
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
     own = []
     if replicas:
         from adaserve.sglang.fleet_page import routes
 
-        own = routes(client, [u.rstrip("/") for u in replicas], view)
+        own = [*routes(client, [u.rstrip("/") for u in replicas], view),
+               Route("/server_info", server_info, methods=["GET"])]
     return Starlette(routes=[*own, Route("/{path:path}", proxy, methods=methods)],
                      lifespan=lifespan)
 

@@ -129,7 +129,10 @@ def one_run(url: str, rate: float, args: argparse.Namespace, out: Path) -> tuple
     subprocess.run([str(args.loadgen_python), "-m", "adaserve.cli", "loadgen", "--host", url,
                     "--rate", str(rate), "--requests", str(args.requests), "--seed",
                     str(args.seed), "--prompts", "short", "--max-tokens", str(args.tokens),
-                    "--out", str(out)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+                    "--out", str(out)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
+                   # the arrivals' span and ten minutes to drain: a run that never ends
+                   # (a Locust user that failed to start waits forever) stops the benchmark
+                   timeout=args.requests / rate + 600)
     return json.loads((out / "summary.json").read_text())["rows"], out / "records.jsonl"
 
 

@@ -285,3 +285,31 @@ def test_the_front_parses_a_body_once(front, fleet_classes, monkeypatch):
     sent = real(rec.seen[-1][1])
     assert sent["model"] and sent["slo"] == {"class": "urgent"}  # the model added, body kept
     assert len(calls) == 1
+
+
+def test_server_info_is_a_replicas_not_the_routers(monkeypatch):
+    """The router answers /server_info with an error of its own, so a client reading the
+    fleet's classes through the front (the load generator does) got none; the front asks
+    the first replica that answers."""
+    info = {"slo_classes": [{"name": "urgent", "tpot_ms": 30.0}], "baseline_latency_ms": 30}
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "down.invalid":
+            raise httpx.ConnectError("refused", request=request)
+        if request.url.host == "replica.invalid":
+            return httpx.Response(200, json=info)
+        return httpx.Response(404, text="Not Found")  # the router
+
+    monkeypatch.setattr(httpx, "AsyncClient",
+                        lambda **kw: REAL_CLIENT(transport=httpx.MockTransport(upstream), **kw))
+
+    async def get(asgi):
+        async with REAL_CLIENT(transport=httpx.ASGITransport(app=asgi),
+                               base_url="http://front") as c:
+            return await c.get("/server_info")
+
+    r = asyncio.run(get(app("http://router.invalid",
+                            replicas=["http://down.invalid", "http://replica.invalid"])))
+    assert r.status_code == 200 and r.json() == info
+    r = asyncio.run(get(app("http://router.invalid", replicas=["http://down.invalid"])))
+    assert r.status_code == 502 and r.json()["error"]["code"] == "bad_gateway"
