@@ -91,7 +91,7 @@ HOW = {
         "serving/served_tpot", "serving/server_memory", "serving/soak", "serving/startup",
         "sglang/cpu", "fleet/cpu")},
     **{f"benchmarks/paper/{m}.py": KEPT_RUNS for m in ("figures", "fig14", "ablation", "seed",
-                                                        "test_set")},
+                                                        "test_set", "alone")},
     "benchmarks/fleet/sim.py": KEPT_RUNS,
     **{m: SIMULATES for m in ("benchmarks/paper/point.py", "benchmarks/paper/calibrate.py",
                               "benchmarks/paper/hardware.py", "benchmarks/paper/acceptance.py",
