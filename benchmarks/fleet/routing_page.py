@@ -153,7 +153,7 @@ def render(data: dict) -> str:
     s = data["settings"]
     lines = Made.of(data).header(
         "Routing in the CPU fleet: the SLO-aware picker, round robin, least-load",
-        "; run alone (/work/cpu-excl)")
+        "; run alone: no other work on the machine")
     lines = lines[:-1] + [f"- more rounds added: `{p['command']}` at {p['date']} UTC, "
                           f"commit {p['commit']}" for p in data["pieces"][1:]] + [""]
     lines += [

@@ -102,6 +102,15 @@ def test_a_fresh_fleet_counts_no_request_of_its_own(fleet):
     assert counted == [0.0, 0.0], counted
 
 
+def test_the_fleets_server_info_lists_the_replicas_classes(fleet):
+    """The load generator reads the classes from /server_info; through the front it gets
+    a replica's (sglang-router 0.3.2 answers the route with an error of its own)."""
+    via = httpx.get(fleet.url + "/server_info", timeout=60).json()
+    own = httpx.get(fleet.replicas[0]["url"] + "/server_info", timeout=60).json()
+    assert via["slo_classes"] == own["slo_classes"]
+    assert {c["name"] for c in via["slo_classes"]} >= {"urgent", "relaxed"}
+
+
 def _one_more_on_one_replica(before: list[float], after: list[float]) -> bool:
     return sorted(a - b for a, b in zip(after, before)) == [0.0, 1.0]
 
