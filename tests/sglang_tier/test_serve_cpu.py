@@ -267,3 +267,21 @@ def test_per_class_metrics_on_sglangs_metrics(ada):
                f'adaserve_requests_total{{attained="false",slo_class="{cls}"}}' in text, cls
     assert 'adaserve_slo_attainment_ratio{slo_class="urgent"}' in text
     assert "adaserve_tpot_seconds_bucket" in text
+
+
+def test_a_stopped_server_leaves_no_shared_memory(tmp_path):
+    """SGLang's processes leave their semaphores in /dev/shm when stopped; ServerProcess
+    (the fleet's baseline measurement, the benchmarks, these tests) removes what they had
+    mapped. Before, every bare `fleet-cpu` start left a dozen behind."""
+    from servers import Server
+
+    from adaserve.sglang.cpu.process import shared_memory_of
+
+    s = Server("shm", ["--algorithm", "none"], {}, tmp_path)
+    try:
+        assert s.generate(PROMPTS[0], max_new_tokens=2).status_code == 200
+        mapped = shared_memory_of([s.proc.pid])
+    finally:
+        s.stop()
+    assert mapped, "SGLang maps no /dev/shm file: nothing to check"
+    assert [p for p in mapped if p.exists()] == []

@@ -5,6 +5,7 @@ a scheduler and a detokenizer)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -55,7 +56,11 @@ class ServerProcess:
         return self.proc.poll() is None
 
     def stop(self) -> None:
-        """SIGTERM to the whole group, SIGKILL after 60 s."""
+        """SIGTERM to the whole group, SIGKILL after 60 s; then the /dev/shm files its
+        processes had mapped are removed: SGLang's leave a shared-memory file and
+        semaphores behind (the fleet's bare start measured its baseline on such a server
+        and left them)."""
+        shm = shared_memory_of([self.proc.pid])
         try:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(60)
@@ -64,6 +69,9 @@ class ServerProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for path in shm:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def shared_memory_of(pgids: list[int]) -> set[Path]:
