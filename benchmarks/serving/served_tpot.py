@@ -23,10 +23,8 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
-from benchmarks.shared.common import RESULTS
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 NAME = "served_tpot"
 
@@ -88,7 +86,7 @@ def measure(args: argparse.Namespace) -> dict:
             "engine_only_step_ms": e_ms, "engine_only_n": len(eng), "rows": rows}
 
 
-def page(res: dict) -> str:
+def page(res: dict) -> list[str]:
     """The page from a measurement's data (measured now, or kept: --render)."""
     lines = [
         "# Served TPOT at 0.25 req/s against the engine alone", "",
@@ -105,7 +103,7 @@ def page(res: dict) -> str:
               for r in res["rows"]]
     lines += ["", "\"alone\": no other request in flight from send to finish. The goal "
               "(issue 20): served TPOT at 0.25 req/s within 1.15x of the engine-only step.", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,19 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help="measure nothing: rewrite the page from --out's served_tpot.json")
+    render_flags(ap, NAME)
     args = ap.parse_args(argv)
-    if args.render:
-        res = kept(NAME, args.out)
-    else:
-        res = measure(args)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
-    text = page(res)
-    (args.out / f"{NAME}.md").write_text(text)
-    print(text)
+    res = kept(NAME, args.out) if args.render else measure(args)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 import httpx
-from benchmarks.shared.common import RESULTS
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 from adaserve.loadgen.serve_process import ServeProcess
 
@@ -80,7 +79,7 @@ def measure(args: argparse.Namespace) -> dict:
             "tokens": tokens}
 
 
-def page(res: dict) -> str:
+def page(res: dict) -> list[str]:
     """The page from a measurement's data (measured now, or kept: --render)."""
     sec, tokens = res["seconds"], res["tokens"]
     lines = ["# Server process memory at batch 32", "",
@@ -95,26 +94,17 @@ def page(res: dict) -> str:
              f"| peak (VmHWM) over the batch-{res['batch']} load | {res['peak_rss_mib']} |", "",
              f"The load took {sec:.1f} s for {tokens} output tokens ({tokens / sec:.1f} tok/s).",
              ""]
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help="measure nothing: rewrite the page from --out's server_memory.json")
+    render_flags(ap, NAME)
     args = ap.parse_args(argv)
-    if args.render:
-        res = kept(NAME, args.out)
-    else:
-        res = measure(args)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
-    text = page(res)
-    (args.out / f"{NAME}.md").write_text(text)
-    print(text)
+    res = kept(NAME, args.out) if args.render else measure(args)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

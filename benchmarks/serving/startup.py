@@ -22,10 +22,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
-from benchmarks.shared.common import RESULTS
-from benchmarks.shared.page import Made, kept
+from benchmarks.shared.page import Made, kept, render_flags, write_page
 
 NAME = "startup"
 
@@ -73,7 +71,7 @@ def start(cache: str) -> dict:
             "answer": reply["choices"][0]["message"]["content"]}
 
 
-def page(res: dict) -> str:
+def page(res: dict) -> list[str]:
     """The page from a measurement's data (measured now, or kept: --render)."""
     lines = ["# `adaserve serve` start-up, cold and warm", "",
              f"- command: `{res['command']}`", f"- machine: {res['machine']}",
@@ -90,14 +88,12 @@ def page(res: dict) -> str:
         lines.append(f"| {name} | {r['health_s']:.1f} | {r['answer_s']:.1f} | {build} | "
                      f"{r['answer']!r} |")
     lines += ["", "Goal (issue 20): a fresh machine answers within a minute of starting.", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help="measure nothing: rewrite the page from --out's startup.json")
+    render_flags(ap, NAME)
     args = ap.parse_args(argv)
     if args.render:
         res = kept(NAME, args.out)
@@ -105,11 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         made = Made.now("benchmarks.serving.startup").to_dict()
         cache = tempfile.mkdtemp(prefix="adaserve-startup-")
         res = {**made, "cold": start(cache), "warm": start(cache)}
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{NAME}.json").write_text(json.dumps(res, indent=2))
-    text = page(res)
-    (args.out / f"{NAME}.md").write_text(text)
-    print(text)
+    write_page(NAME, page(res), args.out, None if args.render else res)
     return 0
 
 

@@ -43,7 +43,6 @@ does.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -55,8 +54,8 @@ import httpx
 
 # the SGLang tier's prompts, which this page measures on too
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "sglang_tier"))
-from benchmarks.shared.common import RESULTS, ROOT, commit, machine  # noqa: E402
-from benchmarks.shared.page import kept  # noqa: E402
+from benchmarks.shared.common import ROOT, commit, machine  # noqa: E402
+from benchmarks.shared.page import kept, render_flags, write_page  # noqa: E402
 from benchmarks.sglang.page import command, page, same  # noqa: E402
 from benchmarks.sglang.runs import (CLASSES, MULTIPLES, drive, greedy_ids, iterations,  # noqa: E402
                           loadgen, per_class, stream_one)
@@ -188,19 +187,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the model cache the servers use (default: a new empty one, so the "
                          "first server's start is a first launch, conversion included)")
     ap.add_argument("--name", default="sglang_cpu")
-    ap.add_argument("--out", type=Path, default=RESULTS, help="where the page and JSON go")
-    ap.add_argument("--render", action="store_true",
-                    help="measure nothing: rewrite the page from --out's <name>.json")
+    render_flags(ap, "<name>")
     args = ap.parse_args(argv)
-    if args.render:
-        data = kept(args.name, args.out)
-    else:
-        data = measure(args)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{args.name}.json").write_text(json.dumps(data, indent=2))
-    text = page(data)
-    (args.out / f"{args.name}.md").write_text(text)
-    print(text)
+    data = kept(args.name, args.out) if args.render else measure(args)
+    write_page(args.name, page(data), args.out, None if args.render else data)
     return 0
 
 

@@ -30,7 +30,7 @@ def command(args) -> str:
             f"{' --cache ' + args.cache if args.cache else ''}")
 
 
-def page(data: dict) -> str:
+def page(data: dict) -> list[str]:
     rows, baseline_ms, shape = data["rows"], data["baseline_ms"], data["shape"]
     args = SimpleNamespace(**data["args"])
     n = args.concurrency
@@ -152,4 +152,4 @@ def page(data: dict) -> str:
                          f"{_f(y['tpot_ms']['p50'], '.0f')} |")
     lines += ["", "SGLang here runs stubbed kernels, torch attention and Triton's interpreter "
               "for its index kernels: a test vehicle for the plugin, not a fast path.", ""]
-    return "\n".join(lines)
+    return lines
