@@ -21,7 +21,6 @@ process group (SGLang spawns a scheduler and a detokenizer per replica).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import os
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adaserve.sglang.cpu.process import (  # noqa: F401 (the tests take them from here)
-    free_port, group_alive, shared_memory_of, stop_group)
+    free_port, group_alive, shared_memory_of, stop_group, unlink_all)
 
 # sglang-router 0.3.2's policies (its --policy choices), and ours: the SLO front picks
 ROUTER_POLICIES = ("round_robin", "random", "power_of_two", "cache_aware", "manual")
@@ -333,9 +332,7 @@ def main(args: argparse.Namespace) -> int:
         shm = shared_memory_of([p.proc.pid for p in parts])
         for part in reversed(parts):  # front and router first: nothing reaches a stopping replica
             part.stop()
-        for path in shm:  # what the parts' processes left behind (their semaphores)
-            with contextlib.suppress(OSError):
-                path.unlink()
+        unlink_all(shm)  # what the parts' processes left behind (their semaphores)
         if args.log_dir is None:  # the logs of a temporary directory go with a clean stop
             if clean:
                 shutil.rmtree(logdir, ignore_errors=True)

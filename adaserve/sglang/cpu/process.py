@@ -56,22 +56,13 @@ class ServerProcess:
         return self.proc.poll() is None
 
     def stop(self) -> None:
-        """SIGTERM to the whole group, SIGKILL after 60 s; then the /dev/shm files its
-        processes had mapped are removed: SGLang's leave a shared-memory file and
-        semaphores behind (the fleet's bare start measured its baseline on such a server
-        and left them)."""
+        """SIGTERM to the whole group, SIGKILL after 60 s (``stop_group``); then the
+        /dev/shm files its processes had mapped are removed: SGLang's leave a
+        shared-memory file and semaphores behind (the fleet's bare start measured its
+        baseline on such a server and left them)."""
         shm = shared_memory_of([self.proc.pid])
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for path in shm:
-            with contextlib.suppress(OSError):
-                path.unlink()
+        stop_group(self.proc, 60.0)
+        unlink_all(shm)
 
 
 def shared_memory_of(pgids: list[int]) -> set[Path]:
@@ -95,6 +86,14 @@ def shared_memory_of(pgids: list[int]) -> set[Path]:
         except (OSError, ProcessLookupError, psutil.Error):
             pass
     return found
+
+
+def unlink_all(paths: set[Path]) -> None:
+    """Remove what stopped processes left in /dev/shm (``shared_memory_of``, read while
+    they ran); a file already gone is fine."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def group_alive(pgid: int) -> bool:
