@@ -31,7 +31,7 @@ import httpx
 from adaserve.loadgen.extend import done, load_prior, ordered, settings
 from adaserve.loadgen.options import add_mix_draw_args
 from adaserve.loadgen.points import Point, points, slo_classes  # noqa: F401 (bench.Point)
-from adaserve.loadgen.run import machine
+from adaserve.loadgen.run import commit, machine
 from adaserve.loadgen.serve_process import ServeProcess
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
 from adaserve.scheduler import split_specs
@@ -247,7 +247,7 @@ def main(args: argparse.Namespace) -> int:
         nonlocal runs
         this = {"command": "adaserve bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
                 "machine": machine(), "date": dt.datetime.now().isoformat(timespec="seconds"),
-                "wall_minutes": (time.time() - t_start) / 60}
+                "commit": commit(), "wall_minutes": (time.time() - t_start) / 60}
         meta = {**this, **settings(args), "repeats": args.repeats, "mix_draw": args.mix_draw}
         if args.extend:
             # the first sweep's command, machine and date head the page; extensions are listed

@@ -6,11 +6,10 @@ import argparse
 import datetime as dt
 import json
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
-from adaserve.loadgen.run import machine
+from adaserve.loadgen.run import commit, machine
 
 SPEC_FORMS = ("distilled-full", "distilled-window", "self-window")
 
@@ -49,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     t0 = dt.datetime.now(dt.timezone.utc)
     meta = {"command": "adaserve bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
             "machine": machine(), "date": t0.isoformat(timespec="seconds"),
-            "commit": _commit(), "torch_threads": _threads(), "repeats": args.repeats,
+            "commit": commit(), "torch_threads": _threads(), "repeats": args.repeats,
             "settings": {"policy": s.policy, "new_tokens": s.new, "draft_window": s.window,
                          "draft_sinks": s.sinks, "seed": args.seed,
                          "distinct_prompts": DISTINCT_PROMPTS}}
@@ -61,11 +60,6 @@ def main(args: argparse.Namespace) -> int:
     run_grid([int(b) for b in args.batches.split(",")], [int(c) for c in args.contexts.split(",")],
              forms, args.repeats, args.seed, s, on_cell=save)
     return 0
-
-
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
 
 
 def _threads() -> int:

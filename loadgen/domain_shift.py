@@ -24,7 +24,6 @@ import dataclasses
 import datetime as dt
 import math
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -59,14 +58,6 @@ def agreement_along(student, tokens: list[int], n_prompt: int) -> np.ndarray:
     return pred == np.asarray(tokens[n_prompt:])
 
 
-def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def run(args: argparse.Namespace) -> int:
     from adaserve.distill.online import InlineTrainer, student_from_draft, to_llama, _draft_dir
     from adaserve.engine import EngineConfig, SamplingParams
@@ -74,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from adaserve.engine.loader import load_models
     from adaserve.engine.online_config import OnlineDraftConfig
     from adaserve.engine.online_draft import OnlineDraft
-    from adaserve.loadgen.run import machine
+    from adaserve.loadgen.run import commit, machine
     from adaserve.loadgen.workload import domain_shift_set
 
     out = args.out or Path("results") / "domain-shift"
@@ -148,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
               f"{(time.time() - t_start) / 60:.1f} min", flush=True)
     runs.append({"from": i0, "to": i, "minutes": (time.time() - t_start) / 60,
                  "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                 "commit": _git_commit(), "machine": machine()})
+                 "commit": commit(), "machine": machine()})
     tr = trainer.trainer
     torch.save({"settings": _settings(args), "student": tr.student.state_dict(),
                 "opt": tr.opt.state_dict(), "replay": tr.replay, "seen": tr.seen,

@@ -86,7 +86,8 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
     pts = list(dict.fromkeys(r["point"] for r in runs))
     lines = [f"# Experiment: {exp}", "",
              f"- command: `{meta['command']}`", f"- machine: {meta['machine']}",
-             f"- date: {meta['date']} ({meta['wall_minutes']:.0f} minutes)",
+             f"- date: {meta['date']} ({meta['wall_minutes']:.0f} minutes)"
+             + (f", commit {meta['commit']}" if meta.get("commit") else ""),
              *(f"- extended by `{e['command']}` on {e['date']} ({e['wall_minutes']:.0f} minutes, "
                f"{e['machine']}): added the runs the first command did not have"
                for e in meta.get("extensions", [])),

@@ -151,6 +151,15 @@ def machine() -> str:
             f"{os.cpu_count()} cores, Python {platform.python_version()}")
 
 
+def commit() -> str:
+    """The checkout's short commit, for result pages ("unknown" outside a git checkout)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def _arrivals(args: argparse.Namespace) -> str:
     if args.arrival == "trace":
         return f" from {args.trace}"
