@@ -82,7 +82,7 @@ class Policy(ABC):
         if self.latency is None:
             return 0.0
         return self.latency.predict(int(batch.context_tokens.sum()),
-                                    plan.draft_step_tokens(batch.n), verify_tokens)
+                                    plan.draft_step_tokens(batch.n), verify_tokens, batch.n)
 
     def _priced(self, batch: BatchView, shape: SpecPlan, verify_tokens: int) -> SpecPlan:
         """The shape with its predicted iteration latency filled in."""
