@@ -104,3 +104,29 @@ def test_a_profile_with_tables_round_trips_and_plans_by_them(tmp_path):
     # a profile without a draft model plans no draft cost, whatever tables it holds
     no_draft = replace(prof, draft=None, draft_model=None)
     assert profile_latency(no_draft, refit=True).base == IterationLatency(table, None)
+
+
+def test_run_profile_keeps_both_tables_and_times_a_bounded_draft_at_its_window(
+        tiny, monkeypatch):
+    """run_profile's glue, with every timing replaced: the tables land in the profile, the
+    draft's latency grid and table are timed at the window, B by context is printable."""
+    from adaserve.engine.loader import Models
+    from adaserve.engine.profiler import budget_by_context, run_profile
+
+    calls = _recorded(monkeypatch)
+    knee = {"tokens": [1, 2, 4, 6, 8, 16], "seconds": [0.04, 0.041, 0.043, 0.05, 0.06, 0.09]}
+    monkeypatch.setattr(profiler, "_knee_curve", lambda *a, **k: knee)
+    monkeypatch.setattr(profiler, "baseline_latency", lambda *a, **k: 0.05)
+    draft = Llama(TINY, tiny_state(1))
+    cfg = EngineConfig(draft="layers:2", policy="adaserve", max_context=1024,
+                       draft_window=28, draft_sinks=4)
+    prof = run_profile(cfg, repeats=1, quick=True, log=lambda *_: None, curves=1,
+                       models=Models(tiny, draft, None, None, frozenset(), None, "cpu"))
+    assert prof.target_table.contexts == prof.draft_table.contexts == (64, 1020)
+    assert prof.samples["draft_read_cap"] == 32 and prof.samples["context_table_s"] >= 0
+    # timed in order: the target's quick latency grid (18 points), the draft's (18), the
+    # target's table (12), the draft's (12); the draft never reads past its 32 columns
+    assert len(calls) == 60
+    assert max(c for _, _, c in calls[18:36] + calls[48:]) == 32
+    assert max(c for _, _, c in calls[36:48]) == 1020
+    assert budget_by_context(prof).startswith("B by context: 64: ")
