@@ -23,7 +23,7 @@ linearly in tokens and context past the measured range).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -42,6 +42,8 @@ class ContextTable:
     tokens: tuple[int, ...]  # increasing, >= 1: tokens per request
     contexts: tuple[int, ...]  # increasing, >= 0: cached tokens per request
     seconds: tuple[tuple[tuple[float, ...], ...], ...]  # [n][q][c]
+    # the seconds as an array, made once: the policy prices a dozen shapes an iteration
+    _array: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in _AXES:
@@ -57,6 +59,8 @@ class ContextTable:
                              f"x contexts), got {s.shape}")
         if not (np.all(np.isfinite(s)) and np.all(s > 0)):
             raise ValueError("ContextTable.seconds must be finite and > 0; drop failed runs")
+        s.setflags(write=False)
+        object.__setattr__(self, "_array", s)  # [N, Q, C]
 
     @classmethod
     def measured(cls, requests, tokens, contexts, seconds: Any) -> ContextTable:
@@ -75,7 +79,7 @@ class ContextTable:
         prefill chunk, or a caller that does not know the batch)."""
         n = 1 if requests is None else max(int(requests), 1)
         at = (float(n), float(batch_tokens) / n, float(context_tokens) / n)
-        s = np.asarray(self.seconds, np.float64)  # [N, Q, C]
+        s = self._array  # [N, Q, C]
         lo, hi, w = zip(*(_bracket(getattr(self, a), x) for a, x in zip(_AXES, at)))
         total = 0.0
         for corner in range(8):  # the 2^3 corners of the cell, weighted multilinearly
@@ -88,8 +92,7 @@ class ContextTable:
     def to_dict(self) -> dict:
         """JSON-ready (the profile's and a hardware model's entry)."""
         return {"requests": list(self.requests), "tokens": list(self.tokens),
-                "contexts": list(self.contexts),
-                "seconds": np.asarray(self.seconds, np.float64).tolist()}
+                "contexts": list(self.contexts), "seconds": self._array.tolist()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ContextTable:

@@ -10,7 +10,8 @@ N_ctx cached context tokens by one of two cost kinds:
 - ``context-table``: `adaserve profile`'s context table (scheduler/context_cost.py): one
   forward's seconds over requests x tokens per request x context per request, so a batch
   is priced from its shape and mean context, and long contexts as they were measured
-  (`python -m adaserve.sim.from_profile` writes such a model from a saved profile).
+  (`python -m adaserve.sim.from_profile` writes such a model from a saved profile); a
+  prefill chunk is one request of its tokens, past the table's 8 extrapolated linearly.
 The shipped models live in adaserve/sim/data/hardware/*.json; `HardwareModel.load` takes a
 name there or a path to a user's own file (docs/sim-models.md says how to make one).
 """
