@@ -16,7 +16,8 @@ from adaserve.engine.request import Output
 from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.systems import resolve_system
 from adaserve.loadgen.records import Record, summarize, write_jsonl
-from adaserve.scheduler import SLO, AdaServeRules, CalibratedLatency, ContextTable, IterationLatency
+from adaserve.scheduler import (SLO, AdaServeRules, CalibratedLatency, ContextTable,
+                                IterationLatency)
 from adaserve.sim.acceptance import AcceptanceModel
 from adaserve.sim.clock import VirtualClock
 from adaserve.sim.executor import SimExecutor
@@ -55,7 +56,8 @@ def build(setup: SimSetup, max_context: int, max_waiting: int
           ) -> tuple[EngineCore, VirtualClock]:
     """An EngineCore over a SimExecutor, with the policy's latency predictor profiled from
     the hardware model as `adaserve profile` would on that machine (a linear fit; a
-    context-table model's table itself, as a profile with one plans). ValueError for a policy that names no system."""
+    context-table model's table itself, as a profile with one plans). ValueError for a
+    policy that names no system."""
     hw = setup.hardware
     system = resolve_system(setup.policy)
     draft = None if system.policy == "incremental" else (hw.draft_model or "simulated-draft")
