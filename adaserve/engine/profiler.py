@@ -24,7 +24,6 @@ import time
 from dataclasses import replace
 
 import numpy as np
-
 import torch
 
 from adaserve.engine.batch import tree_batch
@@ -166,12 +165,14 @@ PROFILE_CURVES = 5
 
 
 def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False, log=print,
-                models: Models | None = None, curves: int = PROFILE_CURVES) -> Profile:
+                models: Models | None = None, curves: int = PROFILE_CURVES,
+                table_context: int | None = None) -> Profile:
     """Measure a profile. ``quick``: a smaller latency grid, and a budget curve that stops
     once a forward costs twice a one-token one (what `adaserve serve` runs at start-up
     when no profile is saved). ``models``: already loaded ones, else they are loaded.
     B is the median of ``curves`` budget curves' (the lower one of an even count); their
-    Bs are kept as ``samples["budget_curves"]``, the spread."""
+    Bs are kept as ``samples["budget_curves"]``, the spread. ``table_context``: the context
+    table's longest context (None: ``cfg.max_context``, what the server will admit)."""
     if curves < 1:
         raise ValueError(f"curves must be >= 1, got {curves}")
     models = models or load_models(cfg)
@@ -191,12 +192,12 @@ def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False, log=pr
         draft_grid = _latency_grid(models.draft, repeats, quick, read_cap(cfg, True))
         draft_model = LatencyModel.fit(draft_grid["context_tokens"], draft_grid["batch_tokens"],
                                        draft_grid["seconds"])
-    log(f"timing the forward against context, up to {cfg.max_context} tokens...")
+    longest = table_context or cfg.max_context
+    log(f"timing the forward against context, up to {longest} tokens...")
     t0 = time.perf_counter()
-    target_table = context_table(models.target, repeats, cfg.max_context, quick)
+    target_table = context_table(models.target, repeats, longest, quick)
     if models.draft is not None:
-        draft_table = context_table(models.draft, repeats, cfg.max_context, quick,
-                                    read_cap(cfg, True))
+        draft_table = context_table(models.draft, repeats, longest, quick, read_cap(cfg, True))
     table_s = time.perf_counter() - t0
     out = 16 if quick else 128
     log(f"measuring the baseline latency (incremental, batch 8, in 32, out {out})...")
@@ -238,10 +239,11 @@ def main(args) -> int:
                        device=args.device, draft_window=args.draft_window,
                        draft_sinks=args.draft_sinks)
     models = load_models(cfg)
-    # the context table reaches the model's own context unless told less
-    cfg = replace(cfg, max_context=args.max_context or models.target.cfg.max_positions)
+    # the context table reaches the model's own context unless told less (the baseline's
+    # engine keeps the default max_context: its KV pool must hold 8 requests)
     prof = run_profile(cfg, repeats=args.repeats, quick=args.quick, curves=args.curves,
-                       models=models)
+                       models=models,
+                       table_context=args.max_context or models.target.cfg.max_positions)
     out = args.out or default_profile_path(cfg.model, cfg.draft)
     prof.save(out)
     print(f"budget B = {prof.budget} tokens ({budget_spread(prof)}): its forward costs "
@@ -256,7 +258,8 @@ def main(args) -> int:
         print(f"draft step: {d.alpha * 1e6:.3f} us/context token, {d.gamma * 1e3:.3f} ms/token, "
               f"{d.delta * 1e3:.2f} ms fixed")
     print(f"baseline latency: {prof.baseline_latency_s * 1e3:.1f} ms per iteration")
-    print(f"{budget_by_context(prof)} (the ratio rule on the context table, measured in "
-          f"{prof.samples['context_table_s']:.0f} s)")
+    if prof.target_table is not None:
+        print(f"{budget_by_context(prof)} (the ratio rule on the context table, measured in "
+              f"{prof.samples['context_table_s']:.0f} s)")
     print(f"wrote {out}")
     return 0
