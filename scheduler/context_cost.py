@@ -131,15 +131,23 @@ def budget_curve(table: ContextTable, context: int) -> tuple[list[int], list[flo
     return tokens, seconds
 
 
-def budget_table(table: ContextTable, max_ratio: float = BUDGET_MAX_RATIO
-                 ) -> dict[int, Budget] | None:
-    """B at each measured context by the ratio rule (latency.budget_by_ratio: the most
-    tokens whose forward costs <= max_ratio x a one-token forward at that context); None
-    when the table has fewer than 4 points on its budget curve (the rule needs 4)."""
+def budget_at(table: ContextTable, context: float, max_ratio: float = BUDGET_MAX_RATIO
+              ) -> Budget | None:
+    """B at ``context`` tokens per request by the ratio rule (latency.budget_by_ratio: the
+    most tokens whose forward costs <= max_ratio x a one-token forward there, on the
+    table's interpolated curve); None when the table has fewer than 4 points on its budget
+    curve (the rule needs 4)."""
     if len(table.requests) + len(table.tokens) - 1 < 4 or table.tokens[0] != 1:
         return None
-    return {c: budget_by_ratio(*budget_curve(table, c), max_ratio=max_ratio)
-            for c in table.contexts}
+    return budget_by_ratio(*budget_curve(table, context), max_ratio=max_ratio)
+
+
+def budget_table(table: ContextTable, max_ratio: float = BUDGET_MAX_RATIO
+                 ) -> dict[int, Budget] | None:
+    """B at each measured context (``budget_at``); None for a table too small for it."""
+    if budget_at(table, table.contexts[0], max_ratio) is None:
+        return None
+    return {c: budget_at(table, c, max_ratio) for c in table.contexts}
 
 
 def budget_table_text(budgets: Mapping[int, Budget] | None) -> str:

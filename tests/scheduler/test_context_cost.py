@@ -140,3 +140,27 @@ def test_a_decode_only_scale_skips_iterations_that_prefilled():
     lat.observe(4 * 64, [], 4, 2 * base.predict(4 * 64, [], 4, 4), requests=4)
     assert lat.ratio == pytest.approx(2.0)
     assert lat.predict(4 * 64, [], 4, 4) == pytest.approx(2 * base.predict(4 * 64, [], 4, 4))
+
+
+def test_the_goodput_floor_is_the_tables_b_at_the_batchs_mean_context():
+    """budget=goodput never verifies below its floor: B, or with a table the smaller of B
+    and the table's B at the batch's mean context. At 8k the table's B is 1, so one request
+    with a draft worth a single token verifies 2 tokens, not the short-context B of 4."""
+    from adaserve.scheduler.policy_base import context_budget
+
+    latency = IterationLatency(table(), LatencyModel(0.0, 0.0, 3e-3))
+    assert context_budget(latency, np.array([64, 64])) == 4
+    assert context_budget(CalibratedLatency(latency), np.array([8192])) == 1
+    assert context_budget(IterationLatency(LatencyModel(0.0, 1e-3, 0.04)), np.array([8192])) is None
+
+    def plan(n, context, alpha):
+        tracker = AcceptanceTracker(prior_alpha=alpha, prior_weight=1e9)
+        policy = make_policy("adaserve", SchedulerConfig(budget=4, max_depth=6), latency,
+                             tracker)
+        return policy.plan(_batch(n, context))
+
+    long = plan(1, 8192, 0.5)
+    assert long.depth == 1 and long.budget == 2
+    assert plan(1, 64, 0.5).budget >= 4
+    # where no chain pays at 8k the roots alone are verified
+    assert not plan(2, 8192, 0.3).speculates and plan(2, 8192, 0.3).budget == 2
