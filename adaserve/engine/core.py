@@ -79,7 +79,7 @@ class EngineCore:
                                 cost_aware_depth=cfg.cost_aware_depth)
         self.max_tree = max_tree_nodes(sched)
         # t_spec: the profile's latency model, rescaled by every measured iteration
-        self.latency = latency or profile_latency(profile, cfg.latency_refit)
+        self.latency = latency or profile_latency(profile, cfg.latency_refit, cfg.context_table)
         self.policy = make_policy(cfg.policy, sched, self.latency)
         # A draft the policy can never ask for (B = 1: a root fills the budget) stays idle:
         # no prefill, no KV. The iteration is then incremental's, forward for forward,

@@ -78,10 +78,11 @@ def default_profile_path(model: str, draft: str | None) -> Path:
     return cache_root() / "profiles" / f"{slug(model)}__{slug(draft)}.json"
 
 
-def profile_latency(profile: Profile | None, refit: bool) -> CalibratedLatency:
+def profile_latency(profile: Profile | None, refit: bool,
+                    use_table: bool = True) -> CalibratedLatency:
     """The iteration-latency predictor an engine plans with from its profile.
 
-    With a context table the iteration is priced from the batch's shape (requests, tokens
+    With a context table (and ``use_table``: the engine's ``context_table`` option) the iteration is priced from the batch's shape (requests, tokens
     per request, mean context; scheduler/context_cost.py) and only its scale is corrected,
     from decode iterations: the online refit is linear in the two sums (refit.py) and would
     flatten the very verify x context shape the table measured. Without one (profiles
@@ -89,7 +90,7 @@ def profile_latency(profile: Profile | None, refit: bool) -> CalibratedLatency:
     online when ``refit``."""
     if profile is None:
         return CalibratedLatency(None)
-    if profile.target_table is not None:
+    if use_table and profile.target_table is not None:
         draft = None if profile.draft_model is None else (profile.draft_table
                                                           or profile.draft_model)
         return CalibratedLatency(IterationLatency(profile.target_table, draft), decode_only=True)

@@ -70,7 +70,10 @@ def build(setup: SimSetup, max_context: int, max_waiting: int
                        cost_aware_depth=setup.cost_aware_depth,
                        max_batch=setup.max_batch, max_context=max_context,
                        prefill_chunk=setup.prefill_chunk, max_waiting=max_waiting,
-                       latency_refit=False)
+                       latency_refit=False,
+                       # a context-table hardware model plans by its table, as a served
+                       # engine with --context-table does; the shipped ones carry none
+                       context_table=isinstance(hw.target, ContextTable))
     profile = Profile(model=hw.target_model, draft=hw.draft_model, budget=cfg.budget,
                       knee_found=False, target=linear_fit(hw.target),
                       draft_model=None if hw.draft is None else linear_fit(hw.draft),

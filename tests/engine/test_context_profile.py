@@ -104,6 +104,10 @@ def test_a_profile_with_tables_round_trips_and_plans_by_them(tmp_path):
     # a profile without a draft model plans no draft cost, whatever tables it holds
     no_draft = replace(prof, draft=None, draft_model=None)
     assert profile_latency(no_draft, refit=True).base == IterationLatency(table, None)
+    # the engine's option is off by default: it plans as before, the table only shown
+    assert EngineConfig().context_table is False
+    off = profile_latency(prof, refit=True, use_table=False)
+    assert off.base == IterationLatency(prof.target, prof.draft_model) and off.fit is not None
 
 
 def test_run_profile_keeps_both_tables_and_times_a_bounded_draft_at_its_window(
