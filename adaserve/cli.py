@@ -59,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a smaller latency grid, and a budget curve that stops past 2x a "
                            "one-token forward (what `adaserve serve` measures at start-up "
                            "when no profile is saved)")
+    prof.add_argument("--max-context", type=int, default=None,
+                      help="the context table's longest context per request (default: the "
+                           "model's own context, 8192 for smollm2-135m)")
+    prof.add_argument("--draft-window", type=int, default=None,
+                      help="time the draft with the bounded KV `adaserve serve --draft-window` "
+                           "runs: --draft-sinks + this many recent tokens per request")
+    prof.add_argument("--draft-sinks", type=int, default=4,
+                      help="attention-sink tokens of the bounded draft KV (default 4)")
     prof.set_defaults(func=_profile)
 
     gen = sub.add_parser("generate", help="run prompts through the embedded engine and print",

@@ -7,6 +7,7 @@ engine and the SGLang plugin call the same code and tests run on fabricated inpu
 from adaserve.scheduler.acceptance import AcceptanceTracker, Calibration, expected_chain_tokens
 from adaserve.scheduler.authors import AdaServeRules
 from adaserve.scheduler.config import SchedulerConfig
+from adaserve.scheduler.context_cost import ContextTable, budget_table, budget_table_text
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.latency import (BUDGET_MAX_RATIO, Budget, LatencyModel, LatencySample,
                                         budget_by_ratio, find_knee)
@@ -28,11 +29,11 @@ from adaserve.scheduler.slo import SLO, BatchView, RequestProgress, capped_requi
 from adaserve.scheduler.tree import CandidateBatch, CandidateTree
 
 __all__ = [
-    "AcceptanceTracker", "AdaServeOptions", "AdaServeRules", "BUDGET_MAX_RATIO", "BatchView", "Budget", "CalibratedLatency", "Calibration", "CandidateBatch", "CandidateTree",
+    "AcceptanceTracker", "AdaServeOptions", "AdaServeRules", "BUDGET_MAX_RATIO", "BatchView", "Budget", "CalibratedLatency", "Calibration", "CandidateBatch", "CandidateTree", "ContextTable",
     "IterationLatency", "LatencyModel", "LatencySample", "OracleResult", "POLICIES", "Policy",
     "PRESETS", "PoolFull", "RequestPool", "RequestProgress", "SLO", "STATIC_CHAINS", "SUMMARIES", "SchedulerConfig",
     "Selection",
-    "SpecPlan", "algorithm1", "budget_by_ratio", "capped_requirement", "depth_width", "expected_chain_tokens",
+    "SpecPlan", "algorithm1", "budget_by_ratio", "budget_table", "budget_table_text", "capped_requirement", "depth_width", "expected_chain_tokens",
     "find_knee", "make_policy", "policy_options", "select_all", "select_equal_share", "select_global_greedy",
     "select_roots", "select_slo_customized", "split_specs",
 ]

@@ -164,8 +164,8 @@ class AdaServePolicy(BudgetedPolicy):
             caps = pace_cap(batch, t, pace, c.rules) - 1.0  # [n], inf for best effort
             return np.minimum(caps, d)
 
-        return goodput_budget(n, self.acceptance.alphas(batch.request_ids), c.budget,
-                              c.max_depth, seconds, keeps)
+        return goodput_budget(n, self.acceptance.alphas(batch.request_ids),
+                              self._floor_budget(batch), c.max_depth, seconds, keeps)
 
     def _capped_depth(self, batch: BatchView, plan: SpecPlan, priced: list[SpecPlan],
                       lost: np.ndarray | None) -> SpecPlan:

@@ -11,10 +11,13 @@ from adaserve.scheduler.refit import OnlineFit, features
 
 
 class ForwardLatency(Protocol):
-    """Seconds of one forward of ``batch_tokens`` tokens over ``context_tokens`` cached ones:
-    a profiled `LatencyModel`, or a measured table (adaserve.sim.hardware.TableCost)."""
+    """Seconds of one forward of ``batch_tokens`` tokens over ``context_tokens`` cached ones
+    (sums over the batch's ``requests`` requests): a profiled `LatencyModel` or a measured
+    table (adaserve.sim.hardware.TableCost), which price the sums alone, or a
+    `context_cost.ContextTable`, which prices the batch's shape (None: one request)."""
 
-    def predict(self, context_tokens: int, batch_tokens: int) -> float: ...
+    def predict(self, context_tokens: int, batch_tokens: int,
+                requests: int | None = None) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +38,12 @@ class IterationLatency:
             raise ValueError(f"draft_fixed_s must be finite and >= 0, got {self.draft_fixed_s!r}")
 
     def predict(self, context_tokens: int, draft_step_tokens: Sequence[int],
-                verify_tokens: int) -> float:
-        t = float(self.target.predict(context_tokens, verify_tokens))
+                verify_tokens: int, requests: int | None = None) -> float:
+        """``requests``: the batch's request count, for a model that prices its shape."""
+        t = float(self.target.predict(context_tokens, verify_tokens, requests))
         if self.draft is not None:
-            t += sum(float(self.draft.predict(context_tokens, k)) for k in draft_step_tokens)
+            t += sum(float(self.draft.predict(context_tokens, k, requests))
+                     for k in draft_step_tokens)
         if draft_step_tokens:
             t += self.draft_fixed_s
         return t
@@ -57,19 +62,22 @@ class CalibratedLatency:
     """
 
     def __init__(self, base: IterationLatency | None = None, halflife: float = 32.0,
-                 adapt: bool = True, refit: bool = False) -> None:
+                 adapt: bool = True, refit: bool = False, decode_only: bool = False) -> None:
         """``adapt=False``: the base's predictions as they are, never rescaled (a predictor
         of fixed constants, as the AdaServe authors' scheduler uses). ``refit=True`` (the
         served engine's): the iteration's shape is refitted too, not only its scale
         (refit.OnlineFit: measured iterations, prefill chunks apart, with the base as
-        prior); it needs a base."""
+        prior); it needs a base. ``decode_only``: the scale is learnt from iterations that
+        prefilled nothing (the base prices decode and verify forwards only, and a ratio
+        fed the prefill chunks riding along over-predicts every decode step: refit.py);
+        the engine's choice with a context table, whose shape a linear refit would lose."""
         if not (math.isfinite(halflife) and halflife > 0):
             raise ValueError(f"halflife must be a positive number of iterations, got {halflife!r}")
         if not adapt and base is None:
             raise ValueError("a non-adapting predictor needs a base model")
         if refit and (base is None or not adapt):
             raise ValueError("a refitted predictor needs a base model and adapt on")
-        self.base, self.adapt = base, adapt
+        self.base, self.adapt, self.decode_only = base, adapt, decode_only
         self._decay = 0.5 ** (1.0 / halflife)
         self._measured = 0.0
         self._predicted = 0.0
@@ -77,10 +85,10 @@ class CalibratedLatency:
             base.predict, _prefill_price(base))
 
     def _unit(self, context_tokens: int, draft_step_tokens: Sequence[int],
-              verify_tokens: int) -> float:
+              verify_tokens: int, requests: int | None = None) -> float:
         if self.base is None:
             return 1.0
-        return self.base.predict(context_tokens, draft_step_tokens, verify_tokens)
+        return self.base.predict(context_tokens, draft_step_tokens, verify_tokens, requests)
 
     @property
     def ratio(self) -> float:
@@ -90,29 +98,32 @@ class CalibratedLatency:
         return 1.0 if self.base is not None else 0.0
 
     def predict(self, context_tokens: int, draft_step_tokens: Sequence[int],
-                verify_tokens: int) -> float:
+                verify_tokens: int, requests: int | None = None) -> float:
+        """``requests``: the batch's request count (read by a base that prices its shape)."""
         if self.fit is not None:
             # a fit that extrapolates below half the profile's price is not believed
             return max(self.fit.predict(features(context_tokens, draft_step_tokens,
                                                  verify_tokens)),
-                       0.5 * self._unit(context_tokens, draft_step_tokens, verify_tokens))
-        return self._unit(context_tokens, draft_step_tokens, verify_tokens) * self.ratio
+                       0.5 * self._unit(context_tokens, draft_step_tokens, verify_tokens,
+                                        requests))
+        return self._unit(context_tokens, draft_step_tokens, verify_tokens, requests) * self.ratio
 
     def observe(self, context_tokens: int, draft_step_tokens: Sequence[int],
-                verify_tokens: int, seconds: float, prefill_tokens: int = 0) -> None:
+                verify_tokens: int, seconds: float, prefill_tokens: int = 0,
+                requests: int | None = None) -> None:
         """Fold in one measured iteration of the given shape; ``prefill_tokens``: the
         prompt tokens prefilled in the same iteration (the refit prices them apart; the
-        scale factor takes them as they come)."""
+        scale factor takes them as they come, or skips them with ``decode_only``)."""
         if not (math.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"seconds must be finite and >= 0, got {seconds!r}")
-        if not self.adapt:
+        if not self.adapt or (self.decode_only and prefill_tokens):
             return
         if self.fit is not None:
             self.fit.observe(features(context_tokens, draft_step_tokens, verify_tokens,
                                       prefill_tokens), seconds)
         self._measured = self._decay * self._measured + seconds
         self._predicted = self._decay * self._predicted + self._unit(
-            context_tokens, draft_step_tokens, verify_tokens)
+            context_tokens, draft_step_tokens, verify_tokens, requests)
 
 
 def _prefill_price(base: IterationLatency) -> float:

@@ -79,8 +79,10 @@ class LatencyModel:
             [s.seconds for s in samples],
         )
 
-    def predict(self, context_tokens: Any, batch_tokens: Any) -> Any:
-        """Predicted seconds; float for scalar inputs, ndarray for array inputs."""
+    def predict(self, context_tokens: Any, batch_tokens: Any, requests: Any = None) -> Any:
+        """Predicted seconds; float for scalar inputs, ndarray for array inputs.
+        ``requests`` is not read: the linear model prices the two sums alone (a
+        context_cost.ContextTable reads it)."""
         t = (
             self.alpha * np.asarray(context_tokens, dtype=np.float64)
             + self.gamma * np.asarray(batch_tokens, dtype=np.float64)

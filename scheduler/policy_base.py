@@ -15,6 +15,7 @@ from adaserve.scheduler.acceptance import AcceptanceTracker
 from adaserve.scheduler.authors import tree_shape
 from adaserve.scheduler.budget import chain_rates, goodput_budget
 from adaserve.scheduler.config import SchedulerConfig
+from adaserve.scheduler.context_cost import ContextTable, budget_at
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.selection import Selection
 from adaserve.scheduler.shape import SpecPlan
@@ -82,7 +83,7 @@ class Policy(ABC):
         if self.latency is None:
             return 0.0
         return self.latency.predict(int(batch.context_tokens.sum()),
-                                    plan.draft_step_tokens(batch.n), verify_tokens)
+                                    plan.draft_step_tokens(batch.n), verify_tokens, batch.n)
 
     def _priced(self, batch: BatchView, shape: SpecPlan, verify_tokens: int) -> SpecPlan:
         """The shape with its predicted iteration latency filled in."""
@@ -138,9 +139,18 @@ class BudgetedPolicy(Policy):
         c = self.config
         if not self._budget_adapts:
             return c.budget
-        return goodput_budget(batch.n, self.acceptance.alphas(batch.request_ids), c.budget,
-                              c.max_depth,
+        return goodput_budget(batch.n, self.acceptance.alphas(batch.request_ids),
+                              self._floor_budget(batch), c.max_depth,
                               lambda d, b: self.predict_latency(batch, chain_plan(d), b))
+
+    def _floor_budget(self, batch: BatchView) -> int:
+        """The least the goodput budget verifies: B, or with a context table the smaller of
+        B and the table's B at the batch's mean context (context_cost.budget_at). On a CPU
+        extra tokens cost more as the context grows, so B shrinks there, and a floor of the
+        short-context B would verify (and Eq. 9 would shape) trees the table prices as
+        losing; the table never raises it past B (the goodput count does that)."""
+        at = context_budget(self.latency, batch.context_tokens)
+        return self.config.budget if at is None else min(self.config.budget, at)
 
     def _shape(self, n: int, budget: int) -> tuple[int, int]:
         """Depth and width for n requests: the EuroSys Eq. 8-9 the authors run
@@ -192,6 +202,19 @@ def prices_drafting(latency: IterationLatency | CalibratedLatency | None) -> boo
     if isinstance(latency, CalibratedLatency):
         latency = latency.base
     return latency is not None and latency.draft is not None
+
+
+def context_budget(latency: IterationLatency | CalibratedLatency | None,
+                   contexts: np.ndarray) -> int | None:
+    """B at the mean of ``contexts`` ([n] tokens per request) by the latency's context
+    table; None without one."""
+    if isinstance(latency, CalibratedLatency):
+        latency = latency.base
+    target = None if latency is None else latency.target
+    if not isinstance(target, ContextTable):
+        return None
+    budget = budget_at(target, float(np.mean(contexts)))
+    return None if budget is None else budget.tokens
 
 
 def chain_plan(k: int) -> SpecPlan:

@@ -54,6 +54,11 @@ class EngineConfig:
     # (scheduler/refit.py), not only its scale; the simulator's kept runs predate it and
     # keep the scale alone
     latency_refit: bool = True
+    # price iterations by the profile's context table (scheduler/context_cost.py: requests x
+    # tokens x context, its B by context bounding the goodput budget) instead of the linear
+    # models refitted online; off until a served A/B shows it does not lose (the table path
+    # gives up the refit's shape correction, which fixed the served sweep's mispricing)
+    context_table: bool = False
     # target + draft KV pools together, allocated at start-up; "auto": KV_MEMORY_FRACTION
     # of the memory available once the weights are loaded (kv_pool.py)
     kv_cache_mb: int | str = 1024
@@ -105,7 +110,7 @@ class EngineConfig:
         if self.prefill_mode not in PREFILL_MODES:
             raise ValueError(f"prefill_mode must be one of {', '.join(PREFILL_MODES)}, "
                              f"got {self.prefill_mode!r}")
-        for name in ("cost_aware_depth", "latency_refit"):
+        for name in ("cost_aware_depth", "latency_refit", "context_table"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         for name in ("budget", "draft_budget", "slo_drop_slack", "draft_window"):

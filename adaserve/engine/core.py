@@ -22,12 +22,12 @@ import numpy as np
 from adaserve.engine.config import DEFAULT_BUDGET, EngineConfig
 from adaserve.engine.executor import Executor, PrefillChunk
 from adaserve.engine.loader import Models
-from adaserve.engine.profile_data import Profile
+from adaserve.engine.profile_data import Profile, profile_latency
 from adaserve.engine.request import Output, Phase, Request
 from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
-                                CandidateBatch, IterationLatency, SchedulerConfig, make_policy)
+                                CandidateBatch, SchedulerConfig, make_policy)
 from adaserve.scheduler.admission import FlowMeter, deadline_order, refusal, ttft_slo_s
 
 
@@ -79,9 +79,7 @@ class EngineCore:
                                 cost_aware_depth=cfg.cost_aware_depth)
         self.max_tree = max_tree_nodes(sched)
         # t_spec: the profile's latency model, rescaled by every measured iteration
-        self.latency = latency or CalibratedLatency(
-            None if profile is None else IterationLatency(profile.target, profile.draft_model),
-            refit=cfg.latency_refit and profile is not None)
+        self.latency = latency or profile_latency(profile, cfg.latency_refit, cfg.context_table)
         self.policy = make_policy(cfg.policy, sched, self.latency)
         # A draft the policy can never ask for (B = 1: a root fills the budget) stays idle:
         # no prefill, no KV. The iteration is then incremental's, forward for forward,
@@ -233,7 +231,7 @@ class EngineCore:
         self.flow.iteration(seconds)
         ctx, verified = int(view.context_tokens.sum()), int(res.verified.sum())
         self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds,
-                             prefilled)
+                             prefilled, len(reqs))
         st = IterationStats(seconds, plan.t_spec_s, len(reqs), len(self.waiting), plan.depth,
                             plan.width, verified, emitted, prefilled, ctx)
         self.stats.append(st)

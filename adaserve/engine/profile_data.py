@@ -1,4 +1,6 @@
-"""A machine's profile of a model pair: budget B, latency models, baseline latency."""
+"""A machine's profile of a model pair: budget B, latency models, baseline latency, and the
+forward's cost against context (a ContextTable per model; profiles saved before it have
+none and behave as they did)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from adaserve.engine.weights import cache_root
-from adaserve.scheduler import LatencyModel
+from adaserve.scheduler import CalibratedLatency, ContextTable, IterationLatency, LatencyModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +28,11 @@ class Profile:
     # "hinge" (the two-segment knee, which picked B = 16 or more on this CPU, where such
     # a verify costs more than speculation repays); the engine does not trust their B.
     budget_rule: str = "hinge"
+    # One forward's seconds over requests x tokens per request x context per request
+    # (scheduler/context_cost.py); None in profiles saved before it: the engine then
+    # prices iterations by the linear models, as it did.
+    target_table: ContextTable | None = None
+    draft_table: ContextTable | None = None  # timed as the draft runs: its bounded window
 
     @property
     def budget_trusted(self) -> bool:
@@ -35,6 +42,9 @@ class Profile:
         d = asdict(self)
         d["target"] = self.target.to_dict()
         d["draft_model"] = None if self.draft_model is None else self.draft_model.to_dict()
+        for key in ("target_table", "draft_table"):
+            table = getattr(self, key)
+            d[key] = None if table is None else table.to_dict()
         return d
 
     @classmethod
@@ -43,6 +53,9 @@ class Profile:
         d["target"] = LatencyModel.from_dict(d["target"])
         if d.get("draft_model") is not None:
             d["draft_model"] = LatencyModel.from_dict(d["draft_model"])
+        for key in ("target_table", "draft_table"):
+            if d.get(key) is not None:
+                d[key] = ContextTable.from_dict(d[key])
         return cls(**d)
 
     def save(self, path: Path) -> None:
@@ -63,3 +76,22 @@ def default_profile_path(model: str, draft: str | None) -> Path:
         return "none" if s is None else "".join(c if c.isalnum() else "_" for c in s)[-60:]
 
     return cache_root() / "profiles" / f"{slug(model)}__{slug(draft)}.json"
+
+
+def profile_latency(profile: Profile | None, refit: bool,
+                    use_table: bool = True) -> CalibratedLatency:
+    """The iteration-latency predictor an engine plans with from its profile.
+
+    With a context table (and ``use_table``: the engine's ``context_table`` option) the iteration is priced from the batch's shape (requests, tokens
+    per request, mean context; scheduler/context_cost.py) and only its scale is corrected,
+    from decode iterations: the online refit is linear in the two sums (refit.py) and would
+    flatten the very verify x context shape the table measured. Without one (profiles
+    saved before it, or none) the predictor is what it was: the linear models, refitted
+    online when ``refit``."""
+    if profile is None:
+        return CalibratedLatency(None)
+    if use_table and profile.target_table is not None:
+        draft = None if profile.draft_model is None else (profile.draft_table
+                                                          or profile.draft_model)
+        return CalibratedLatency(IterationLatency(profile.target_table, draft), decode_only=True)
+    return CalibratedLatency(IterationLatency(profile.target, profile.draft_model), refit=refit)

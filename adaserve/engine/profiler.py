@@ -7,16 +7,23 @@
   (seed 000 Eq. 3), fitted on a grid of batch size x tokens per request x context.
 - Baseline latency: the minimal per-iteration latency of `incremental` at batch 8,
   input 32, output 128 (seed 002 §6.1).
+- The context table (scheduler/context_cost.py): one forward's seconds over requests x
+  tokens per request x context per request, up to the engine's max_context, for the target
+  and the draft; B at each context by the same ratio rule (docs/engine.md, "The
+  context-aware budget"). A draft with a bounded window (EngineConfig.draft_window) is
+  timed as it runs: it reads at most sinks + window cached tokens whatever the context.
 """
 
 from __future__ import annotations
 
 import datetime
+import itertools
 import platform
 import statistics
 import time
 from dataclasses import replace
 
+import numpy as np
 import torch
 
 from adaserve.engine.batch import tree_batch
@@ -27,7 +34,8 @@ from adaserve.engine.loader import Models, load_models
 from adaserve.engine.model import Llama
 from adaserve.engine.profile_data import Profile, default_profile_path
 from adaserve.engine.sampling import SamplingParams
-from adaserve.scheduler import LatencyModel, budget_by_ratio, find_knee
+from adaserve.scheduler import (ContextTable, LatencyModel, budget_by_ratio, budget_table,
+                                budget_table_text, find_knee)
 
 # Token counts of the budget curve; up to 8 they are requests of one token each, past 8
 # eight requests share them (8 x 2, 8 x 3, ...), as a verify batch spreads its budget.
@@ -56,18 +64,56 @@ def time_forward(model: Llama, kv: KVCache, n: int, q: int, ctx: int, repeats: i
     return statistics.median(_time_once(model, kv, fb) for _ in range(repeats))
 
 
-def _latency_grid(model: Llama, repeats: int, quick: bool) -> dict:
+# The context table's grid: requests, tokens per request (a verify's chain), contexts per
+# request (capped by max_context). The quick one, at start-up, keeps the short contexts:
+# an 8k point costs a second or more per forward on 2 cores; past its 2,048 the table is
+# extrapolated along its last segment.
+TABLE_GRID = ((1, 4, 8), (1, 2, 4, 8), (64, 512, 2048, 4096, 8192))
+QUICK_TABLE_GRID = ((1, 8), (1, 2, 4), (64, 2048))
+# Timed repetitions per table point at most: its long forwards vary little against their
+# length, and three keep the 8k points of a full profile near a minute on 2 cores.
+TABLE_REPEATS = 3
+
+
+def read_cap(cfg: EngineConfig, model_is_draft: bool) -> int | None:
+    """Cached tokens a forward reads at most: a bounded draft's sinks + window, else None."""
+    if model_is_draft and cfg.draft_window is not None:
+        return cfg.draft_sinks + cfg.draft_window
+    return None
+
+
+def _latency_grid(model: Llama, repeats: int, quick: bool, cap: int | None = None) -> dict:
+    """Samples for the linear model; ``cap``: time each point over at most that many cached
+    tokens (a bounded draft), recorded at its full context as the engine will ask."""
     ns, qs, ctxs = ((1, 4, 8), (1, 4, 16), (32, 256)) if quick else \
         ((1, 2, 4, 8, 16), (1, 2, 4, 8, 16), (32, 256, 768))
+    read = (lambda c: c) if cap is None else (lambda c: min(c, cap))
     kv = KVCache(model.n_layers, max(ns), model.cfg.kv_heads, model.cfg.head_dim,
-                 max(ctxs) + max(qs) + 2, model.dtype, model.device)
+                 read(max(ctxs)) + max(qs) + 2, model.dtype, model.device)
     rows = []
     for n in ns:
         for q in qs:
             for c in ctxs:
-                rows.append((n * c, n * q, time_forward(model, kv, n, q, c, repeats)))
+                rows.append((n * c, n * q, time_forward(model, kv, n, q, read(c), repeats)))
     ctx, tok, sec = zip(*rows)
     return {"context_tokens": list(ctx), "batch_tokens": list(tok), "seconds": list(sec)}
+
+
+def context_table(model: Llama, repeats: int, max_context: int, quick: bool = False,
+                  cap: int | None = None) -> ContextTable:
+    """One forward's median seconds over TABLE_GRID (QUICK_TABLE_GRID), contexts capped so
+    context + tokens fits ``max_context``; ``cap``: a bounded draft's read (``read_cap``),
+    so its points past the window are timed at the window, flat as it runs."""
+    ns, qs, cs = QUICK_TABLE_GRID if quick else TABLE_GRID
+    ctxs = sorted({max(1, min(c, max_context - max(qs))) for c in cs})
+    read = (lambda c: c) if cap is None else (lambda c: min(c, cap))
+    kv = KVCache(model.n_layers, max(ns), model.cfg.kv_heads, model.cfg.head_dim,
+                 read(max(ctxs)) + max(qs) + 2, model.dtype, model.device)
+    sec = np.empty((len(ns), len(qs), len(ctxs)))  # [n, q, c]
+    for (i, n), (j, q), (k, c) in itertools.product(enumerate(ns), enumerate(qs),
+                                                    enumerate(ctxs)):
+        sec[i, j, k] = time_forward(model, kv, n, q, read(c), min(repeats, TABLE_REPEATS))
+    return ContextTable.measured(ns, qs, ctxs, sec)
 
 
 def _knee_curve(model: Llama, repeats: int, stop_ratio: float | None = None) -> dict:
@@ -119,12 +165,14 @@ PROFILE_CURVES = 5
 
 
 def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False, log=print,
-                models: Models | None = None, curves: int = PROFILE_CURVES) -> Profile:
+                models: Models | None = None, curves: int = PROFILE_CURVES,
+                table_context: int | None = None) -> Profile:
     """Measure a profile. ``quick``: a smaller latency grid, and a budget curve that stops
     once a forward costs twice a one-token one (what `adaserve serve` runs at start-up
     when no profile is saved). ``models``: already loaded ones, else they are loaded.
     B is the median of ``curves`` budget curves' (the lower one of an even count); their
-    Bs are kept as ``samples["budget_curves"]``, the spread."""
+    Bs are kept as ``samples["budget_curves"]``, the spread. ``table_context``: the context
+    table's longest context (None: ``cfg.max_context``, what the server will admit)."""
     if curves < 1:
         raise ValueError(f"curves must be >= 1, got {curves}")
     models = models or load_models(cfg)
@@ -138,12 +186,19 @@ def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False, log=pr
     log("fitting the target latency model...")
     grid = _latency_grid(models.target, repeats, quick)
     target = LatencyModel.fit(grid["context_tokens"], grid["batch_tokens"], grid["seconds"])
-    draft_model, draft_grid = None, None
+    draft_model, draft_grid, draft_table = None, None, None
     if models.draft is not None:
         log("fitting the draft latency model...")
-        draft_grid = _latency_grid(models.draft, repeats, quick)
+        draft_grid = _latency_grid(models.draft, repeats, quick, read_cap(cfg, True))
         draft_model = LatencyModel.fit(draft_grid["context_tokens"], draft_grid["batch_tokens"],
                                        draft_grid["seconds"])
+    longest = table_context or cfg.max_context
+    log(f"timing the forward against context, up to {longest} tokens...")
+    t0 = time.perf_counter()
+    target_table = context_table(models.target, repeats, longest, quick)
+    if models.draft is not None:
+        draft_table = context_table(models.draft, repeats, longest, quick, read_cap(cfg, True))
+    table_s = time.perf_counter() - t0
     out = 16 if quick else 128
     log(f"measuring the baseline latency (incremental, batch 8, in 32, out {out})...")
     base = baseline_latency(cfg, models, output=out)
@@ -157,8 +212,15 @@ def run_profile(cfg: EngineConfig, repeats: int = 5, quick: bool = False, log=pr
                  "target_r2": target.r2(grid["context_tokens"], grid["batch_tokens"],
                                         grid["seconds"]),
                  "budget_ratio": budget.ratio, "hinge_knee_tokens": knee.tokens,
-                 "budget_curves": [b.tokens for b in budgets]},
-        budget_rule=f"ratio<={budget.max_ratio:g}")
+                 "budget_curves": [b.tokens for b in budgets], "context_table_s": table_s,
+                 "draft_read_cap": read_cap(cfg, True)},
+        budget_rule=f"ratio<={budget.max_ratio:g}", target_table=target_table,
+        draft_table=draft_table)
+
+
+def budget_by_context(prof: Profile) -> str:
+    """"B by context: 64: 8, 2048: 4, ..." from the profile's target table; "" without one."""
+    return "" if prof.target_table is None else budget_table_text(budget_table(prof.target_table))
 
 
 def budget_spread(prof: Profile) -> str:
@@ -174,8 +236,14 @@ def budget_spread(prof: Profile) -> str:
 def main(args) -> int:
     cfg = EngineConfig(model=args.model, draft=args.draft,
                        policy="adaserve" if names_a_draft(args.model, args.draft) else "incremental",
-                       device=args.device)
-    prof = run_profile(cfg, repeats=args.repeats, quick=args.quick, curves=args.curves)
+                       device=args.device, draft_window=args.draft_window,
+                       draft_sinks=args.draft_sinks)
+    models = load_models(cfg)
+    # the context table reaches the model's own context unless told less (the baseline's
+    # engine keeps the default max_context: its KV pool must hold 8 requests)
+    prof = run_profile(cfg, repeats=args.repeats, quick=args.quick, curves=args.curves,
+                       models=models,
+                       table_context=args.max_context or models.target.cfg.max_positions)
     out = args.out or default_profile_path(cfg.model, cfg.draft)
     prof.save(out)
     print(f"budget B = {prof.budget} tokens ({budget_spread(prof)}): its forward costs "
@@ -190,5 +258,8 @@ def main(args) -> int:
         print(f"draft step: {d.alpha * 1e6:.3f} us/context token, {d.gamma * 1e3:.3f} ms/token, "
               f"{d.delta * 1e3:.2f} ms fixed")
     print(f"baseline latency: {prof.baseline_latency_s * 1e3:.1f} ms per iteration")
+    if prof.target_table is not None:
+        print(f"{budget_by_context(prof)} (the ratio rule on the context table, measured in "
+              f"{prof.samples['context_table_s']:.0f} s)")
     print(f"wrote {out}")
     return 0

@@ -41,6 +41,7 @@ def build(args: argparse.Namespace) -> Built:
                        cost_aware_depth=not args.eq8_depth, kv_cache_mb=args.kv_cache_mb,
                        max_batch=args.max_batch, max_context=args.max_context,
                        draft_window=args.draft_window, draft_sinks=args.draft_sinks,
+                       context_table=args.context_table,
                        max_waiting=args.max_waiting, prefill_mode=args.prefill_mode,
                        profile=args.profile, device=args.device,
                        online_draft=(OnlineDraftConfig(interval=args.online_draft_interval)

@@ -45,6 +45,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="bound the draft's KV to --draft-sinks first tokens + this many recent "
                         "ones per request (StreamingLLM): a draft step's cost stays flat in "
                         "the context; default: the draft keeps the whole context")
+    p.add_argument("--context-table", action="store_true",
+                   help="price each iteration by the profile's context table (requests x "
+                        "tokens x context, measured by `adaserve profile`) instead of the "
+                        "linear models refitted online; off by default (docs/engine.md)")
     p.add_argument("--draft-sinks", type=int, default=4,
                    help="attention-sink tokens the bounded draft KV keeps (default 4)")
     p.add_argument("--profile", type=Path, default=None,

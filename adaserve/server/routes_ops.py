@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from adaserve import __version__
+from adaserve.scheduler import budget_table
 from adaserve.server import errors
 from adaserve.server.slo_ttft import NOMINAL_PROMPT_TOKENS, QUEUE_SLACK
 from adaserve.server.state import Server, ServerDep
@@ -66,9 +67,17 @@ async def server_info(srv: ServerDep) -> dict:
             "date": engine.profile.date, "budget": engine.profile.budget,
             "budget_rule": engine.profile.budget_rule,
             "budget_ratio": engine.profile.samples.get("budget_ratio"),
-            "knee_found": engine.profile.knee_found},
+            "knee_found": engine.profile.knee_found,
+            # B at each measured context by the same rule (context_cost.budget_table); None
+            # for a profile without a context table
+            "budget_by_context": _budget_by_context(engine.profile)},
         **settings.extra_info,
     }
+
+
+def _budget_by_context(profile) -> dict[str, int] | None:
+    budgets = None if profile.target_table is None else budget_table(profile.target_table)
+    return None if budgets is None else {str(c): b.tokens for c, b in budgets.items()}
 
 
 def _kv_cache(engine) -> dict | None:

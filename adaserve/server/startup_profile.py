@@ -25,7 +25,8 @@ import torch
 import adaserve
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.profile_data import Profile, default_profile_path
-from adaserve.engine.profiler import PROFILE_CURVES, STARTUP_REPEATS, budget_spread, run_profile
+from adaserve.engine.profiler import (PROFILE_CURVES, QUICK_TABLE_GRID, STARTUP_REPEATS,
+                                      budget_by_context, budget_spread, run_profile)
 
 log = logging.getLogger("adaserve.serve")
 ENGINE = Path(adaserve.__file__).resolve().parent / "engine"
@@ -75,21 +76,31 @@ def startup_profile(cfg: EngineConfig, models) -> Profile:
             log.warning("%s; measuring the start-up profile again", e)
         else:
             log.info("start-up profile kept for this machine and code version (%s, %s): B = %d "
-                     "(%s), baseline latency %.1f ms; delete it to measure again, or save a "
+                     "(%s), baseline latency %.1f ms%s; delete it to measure again, or save a "
                      "fuller one with `adaserve profile`", path, profile.date, profile.budget,
-                     budget_spread(profile), profile.baseline_latency_s * 1e3)
+                     budget_spread(profile), profile.baseline_latency_s * 1e3,
+                     _by_context(profile))
             return profile
     log.warning("no saved profile for %s + %s: measuring budget B (the median of %d curves), "
-                "latency models and baseline latency now (~%d s on a 2-core CPU), kept for "
-                "later starts on this machine and code version in %s; `adaserve profile` "
-                "saves a fuller one", cfg.model, cfg.draft, PROFILE_CURVES, STARTUP_PROFILE_S,
-                path)
+                "latency models, the forward against context (up to %d tokens) and baseline "
+                "latency now (~%d s on a 2-core CPU), kept for later starts on this machine "
+                "and code version in %s; `adaserve profile` saves a fuller one, to %d tokens "
+                "of context", cfg.model, cfg.draft, PROFILE_CURVES,
+                min(max(QUICK_TABLE_GRID[2]), cfg.max_context), STARTUP_PROFILE_S, path,
+                cfg.max_context)
     t0 = time.perf_counter()
     profile = run_profile(cfg, repeats=STARTUP_REPEATS, quick=True, log=log.debug, models=models,
                           curves=PROFILE_CURVES)
     profile.save(path)
-    log.info("measured in %.0f s: B = %d tokens (%s; its forward costs %.2fx a one-token one), "
-             "baseline latency %.1f ms", time.perf_counter() - t0, profile.budget,
+    log.info("measured in %.0f s (the context table %.0f s of it): B = %d tokens (%s; its "
+             "forward costs %.2fx a one-token one), baseline latency %.1f ms%s",
+             time.perf_counter() - t0, profile.samples["context_table_s"], profile.budget,
              budget_spread(profile), profile.samples["budget_ratio"],
-             profile.baseline_latency_s * 1e3)
+             profile.baseline_latency_s * 1e3, _by_context(profile))
     return profile
+
+
+def _by_context(profile: Profile) -> str:
+    """"; B by context: 64: 8, 1020: 4" (the ratio rule on the context table), or ""."""
+    text = budget_by_context(profile)
+    return f"; {text}" if text else ""

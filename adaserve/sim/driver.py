@@ -16,7 +16,8 @@ from adaserve.engine.request import Output
 from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.systems import resolve_system
 from adaserve.loadgen.records import Record, summarize, write_jsonl
-from adaserve.scheduler import SLO, AdaServeRules, CalibratedLatency, IterationLatency
+from adaserve.scheduler import (SLO, AdaServeRules, CalibratedLatency, ContextTable,
+                                IterationLatency)
 from adaserve.sim.acceptance import AcceptanceModel
 from adaserve.sim.clock import VirtualClock
 from adaserve.sim.executor import SimExecutor
@@ -54,8 +55,9 @@ class SimSetup:
 def build(setup: SimSetup, max_context: int, max_waiting: int
           ) -> tuple[EngineCore, VirtualClock]:
     """An EngineCore over a SimExecutor, with the policy's latency predictor profiled from
-    the hardware model as `adaserve profile` would on that machine (a linear fit).
-    ValueError for a policy that names no system."""
+    the hardware model as `adaserve profile` would on that machine (a linear fit; a
+    context-table model's table itself, as a profile with one plans). ValueError for a
+    policy that names no system."""
     hw = setup.hardware
     system = resolve_system(setup.policy)
     draft = None if system.policy == "incremental" else (hw.draft_model or "simulated-draft")
@@ -68,12 +70,17 @@ def build(setup: SimSetup, max_context: int, max_waiting: int
                        cost_aware_depth=setup.cost_aware_depth,
                        max_batch=setup.max_batch, max_context=max_context,
                        prefill_chunk=setup.prefill_chunk, max_waiting=max_waiting,
-                       latency_refit=False)
+                       latency_refit=False,
+                       # a context-table hardware model plans by its table, as a served
+                       # engine with --context-table does; the shipped ones carry none
+                       context_table=isinstance(hw.target, ContextTable))
     profile = Profile(model=hw.target_model, draft=hw.draft_model, budget=cfg.budget,
                       knee_found=False, target=linear_fit(hw.target),
                       draft_model=None if hw.draft is None else linear_fit(hw.draft),
                       baseline_latency_s=hw.baseline_latency_ms / 1e3, machine=hw.gpu,
-                      date=dt.date.today().isoformat(), samples={}, budget_rule=f"sim:{hw.name}")
+                      date=dt.date.today().isoformat(), samples={}, budget_rule=f"sim:{hw.name}",
+                      # a context-table model plans as a served profile with its table does
+                      target_table=_table(hw.target), draft_table=_table(hw.draft))
     clock = VirtualClock()
     executor = SimExecutor(hw, setup.acceptance, clock, n_slots=setup.max_batch,
                            with_draft=cfg.draft is not None)
@@ -84,6 +91,10 @@ def build(setup: SimSetup, max_context: int, max_waiting: int
     # as the real engine does, a draft the policy can never ask for (B = 1) stays idle
     executor.with_draft = executor.with_draft and core.policy.may_draft
     return core, clock
+
+
+def _table(cost) -> ContextTable | None:
+    return cost if isinstance(cost, ContextTable) else None
 
 
 def simulate(core: EngineCore, clock: VirtualClock, requests: Sequence[SimRequest],

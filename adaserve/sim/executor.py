@@ -86,7 +86,7 @@ class SimExecutor(Executor):
         self.draft_len[:n] = seen
         steps = [catch_up] + [self.hardware.batch_tokens([k // n] * n)
                               for k in plan.draft_step_tokens(n)[1:]]
-        self.clock.advance(self.hardware.draft_s(_context(reqs), steps))
+        self.clock.advance(self.hardware.draft_s(_context(reqs), steps, n))
         return Drafted(trees.candidates, (trees, plan.depth))
 
     def verify(self, reqs: Sequence[Request], candidates: CandidateBatch, mask: np.ndarray,

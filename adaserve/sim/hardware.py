@@ -6,7 +6,12 @@ N_ctx cached context tokens by one of two cost kinds:
   ``adaserve profile`` fits on the machine at hand;
 - ``table``: a measured latency-vs-tokens table (linear interpolation, extrapolated along
   the last segment) plus the memory-bound attention term, ms per 1,000 cached tokens
-  (../shared/paper-scale/README.md, "Decode/verify attention term").
+  (../shared/paper-scale/README.md, "Decode/verify attention term");
+- ``context-table``: `adaserve profile`'s context table (scheduler/context_cost.py): one
+  forward's seconds over requests x tokens per request x context per request, so a batch
+  is priced from its shape and mean context, and long contexts as they were measured
+  (`python -m adaserve.sim.from_profile` writes such a model from a saved profile); a
+  prefill chunk is one request of its tokens, past the table's 8 extrapolated linearly.
 The shipped models live in adaserve/sim/data/hardware/*.json; `HardwareModel.load` takes a
 name there or a path to a user's own file (docs/sim-models.md says how to make one).
 """
@@ -22,14 +27,16 @@ from typing import Protocol
 
 import numpy as np
 
-from adaserve.scheduler import LatencyModel
+from adaserve.scheduler import ContextTable, LatencyModel
 
 DATA = Path(__file__).parent / "data" / "hardware"
 
 
 class ForwardCost(Protocol):
-    def predict(self, context_tokens: int, batch_tokens: int) -> float:
-        """Seconds for one forward of batch_tokens tokens over context_tokens cached ones."""
+    def predict(self, context_tokens: int, batch_tokens: int,
+                requests: int | None = None) -> float:
+        """Seconds for one forward of batch_tokens tokens over context_tokens cached ones,
+        over ``requests`` requests (read by the context table only; None: one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +67,9 @@ class TableCost:
         slopes = np.diff(m) / np.diff(t)
         return int(t[int(np.flatnonzero(np.isclose(slopes, slopes.min()))[0])])
 
-    def predict(self, context_tokens: int, batch_tokens: int) -> float:
-        t, m = self.tokens, self.ms
+    def predict(self, context_tokens: int, batch_tokens: int,
+                requests: int | None = None) -> float:
+        t, m = self.tokens, self.ms  # prices the sums: ``requests`` is not read
         x = float(batch_tokens)
         if x > t[-1]:  # extrapolate along the last segment
             ms = m[-1] + (x - t[-1]) * (m[-1] - m[-2]) / (t[-1] - t[-2])
@@ -77,7 +85,10 @@ def _cost(d: dict) -> ForwardCost:
     if kind == "table":
         return TableCost(tuple(d["tokens"]), tuple(d["ms"]),
                          float(d.get("attention_ms_per_1k_context", 0.0)))
-    raise ValueError(f"a forward cost needs kind 'linear' or 'table', got {kind!r}")
+    if kind == "context-table":
+        return ContextTable.from_dict(d)
+    raise ValueError(f"a forward cost needs kind 'linear', 'table' or 'context-table', "
+                     f"got {kind!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,22 +138,24 @@ class HardwareModel:
                   with_draft: bool = True) -> float:
         """One prefill forward of the target, and of the draft when the engine runs one (it
         feeds the draft the same chunks)."""
-        n = self.batch_tokens(chunk_tokens)
-        t = self.target.predict(context_tokens, n)
+        n, rows = self.batch_tokens(chunk_tokens), len(chunk_tokens)
+        t = self.target.predict(context_tokens, n, rows)
         if with_draft and self.draft is not None:
-            t += self.draft.predict(context_tokens, n)
+            t += self.draft.predict(context_tokens, n, rows)
         return t
 
-    def draft_s(self, context_tokens: int, step_tokens: Sequence[int]) -> float:
-        """Draft steps of the given batch tokens each."""
+    def draft_s(self, context_tokens: int, step_tokens: Sequence[int],
+                requests: int | None = None) -> float:
+        """Draft steps of the given batch tokens each, over ``requests`` requests (read by a
+        context table only)."""
         if self.draft is None:
             return 0.0
-        return sum(self.draft.predict(context_tokens, k) for k in step_tokens)
+        return sum(self.draft.predict(context_tokens, k, requests) for k in step_tokens)
 
     def verify_s(self, context_tokens: int, selected: Sequence[int]) -> float:
         """The target forward over each request's selected tokens, and the host overhead."""
         return (self.target.predict(self._read_context(context_tokens, selected),
-                                    self.batch_tokens(selected))
+                                    self.batch_tokens(selected), len(selected))
                 + (self._eager_s(selected) + self.iteration_overhead_ms) / 1e3)
 
     def _read_context(self, context_tokens: int, selected: Sequence[int]) -> float:
@@ -165,8 +178,10 @@ class HardwareModel:
         (``fuses_prefill``): one target forward over the chunks and the selected tokens,
         less the target's prefill forward that ``prefill_s`` has charged already."""
         fused = self.target.predict(prefill_context + self._read_context(context_tokens, selected),
-                                    self.batch_tokens([*chunk_tokens, *selected]))
-        alone = self.target.predict(prefill_context, self.batch_tokens(chunk_tokens))
+                                    self.batch_tokens([*chunk_tokens, *selected]),
+                                    len(chunk_tokens) + len(selected))
+        alone = self.target.predict(prefill_context, self.batch_tokens(chunk_tokens),
+                                    len(chunk_tokens))
         # a measured table need not grow with tokens (Vidur's all-reduce steps: 39.3 ms at
         # 16 tokens, 33.1 at 32 on llama3-70b TP4), so the fused forward can price below the
         # prefill alone; the verify tokens then ride along for free, never back in time

@@ -18,9 +18,10 @@ def test_profile_cli_writes_a_profile_the_engine_loads(tmp_path, smollm):
     out = tmp_path / "prof.json"
     run = subprocess.run(
         [sys.executable, "-m", "adaserve.cli", "profile", "--draft", "layers:2", "--quick",
-         "--repeats", "1", "--out", str(out)], capture_output=True, text=True, timeout=900)
+         "--repeats", "1", "--max-context", "512", "--out", str(out)],
+        capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert f"wrote {out}" in run.stdout
+    assert f"wrote {out}" in run.stdout and "B by context: 64: " in run.stdout
     prof = Profile.load(out)
     assert prof.model == "smollm2-135m" and prof.draft == "layers:2"
     assert min(KNEE_TOKENS) <= prof.budget <= max(KNEE_TOKENS)
@@ -38,9 +39,11 @@ def test_profile_cli_writes_a_profile_the_engine_loads(tmp_path, smollm):
     # measured at 8 tokens on the knee curve would allow, within timing noise
     # (a batch-8 decode step: no faster than a one-token forward, within timing noise)
     assert 0.5 * knee["seconds"][0] <= prof.baseline_latency_s < 10.0
+    # the quick context table, capped by --max-context; the engine plans with it
+    assert prof.target_table.contexts == (64, 508) and prof.draft_table is not None
     with Engine(EngineConfig(draft="layers:2", policy="adaserve", profile=out)) as eng:
         assert eng.profile == prof
-        assert eng.core.latency.base.target == prof.target
+        assert eng.core.latency.base.target == prof.target_table
         # B by the budget rule: its forward within 1.15x of the one-token forward, and the
         # next profiled count (if measured) past it
         assert prof.budget_rule == "ratio<=1.15"
