@@ -176,12 +176,12 @@ def rekey(check: int = 2) -> list[str]:
     version says what was done.
 
     A run qualifies when its inputs differ from its task's in the code hash, the set-up's
-    hash for its policy, or both. Its version's `check` samples are the cheapest run at the
+    hash for its policy, its policy's hash, or several of them. Its version's `check` samples are the cheapest run at the
     fewest replicas and at the most (then the next cheapest runs): a change that moves one
     N, or one router, shows there first. A sample is a check, not a proof; the page's runs
     are what `--rekey` leaves."""
-    keys = ("code_sha", "deployment_sha")
-    groups: dict[tuple[str, str], list[tuple[Path, dict, FleetTask]]] = {}
+    keys = ("code_sha", "deployment_sha", "policy_sha")
+    groups: dict[tuple[str, ...], list[tuple[Path, dict, FleetTask]]] = {}
     for path in sorted(RUNS.rglob("*.json")):
         kept = json.loads(path.read_text())
         task = _task_of(kept)
@@ -190,11 +190,13 @@ def rekey(check: int = 2) -> list[str]:
         now = task.inputs()
         if kept["inputs"] == now:
             continue
-        if kept["inputs"] == {**now, **{k: kept["inputs"][k] for k in keys}} and task.path == path:
-            groups.setdefault(tuple(kept["inputs"][k] for k in keys), []).append((path, kept, task))
+        if (kept["inputs"] == {**now, **{k: kept["inputs"].get(k) for k in keys}}
+                and task.path == path):
+            groups.setdefault(tuple(kept["inputs"].get(k) or "" for k in keys),
+                              []).append((path, kept, task))
     lines = []
-    for (old_code, old_setup), runs in groups.items():
-        name = f"code {old_code[:12]}, set-up {old_setup[:12]}"
+    for (old_code, old_setup, old_policy), runs in groups.items():
+        name = f"code {old_code[:12]}, set-up {old_setup[:12]}, policy {old_policy[:12]}"
         by_cost = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))
         ends = {min(r[2].replicas for r in runs), max(r[2].replicas for r in runs)}
         picks = [next(r for r in by_cost if r[2].replicas == n) for n in sorted(ends)]
@@ -210,4 +212,5 @@ def rekey(check: int = 2) -> list[str]:
             path.write_text(json.dumps(kept, indent=1) + "\n")
         lines.append(f"{name}: {len(runs)} runs re-keyed to code {code_sha()[:12]} "
                      f"({len(picks)} re-run identical: {', '.join(r[0].name for r in picks)})")
-    return lines or ["no kept run differs from its task in the code or set-up hash alone"]
+    return lines or ["no kept run differs from its task in the code, set-up or policy hash "
+                     "alone"]

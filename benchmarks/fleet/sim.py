@@ -95,10 +95,10 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs not kept yet run on this many processes")
     ap.add_argument("--rekey", action="store_true",
-                    help="only re-key kept runs of older code or set-up whose re-runs come out "
-                         "identical (runs.rekey), then stop")
+                    help="only re-key kept runs of older code, set-up or policy whose re-runs come "
+                         "out identical (runs.rekey), then stop")
     ap.add_argument("--rekey-check", type=int, default=2,
-                    help="runs re-run per older code or set-up version with --rekey")
+                    help="runs re-run per older code, set-up or policy version with --rekey")
     args = ap.parse_args()
     if args.rekey:
         if args.rekey_check < 1:

@@ -111,6 +111,8 @@ def test_rekey_moves_only_runs_whose_re_runs_are_identical(tmp_path, monkeypatch
     setup = [keep(1, "least-load", "old-same", deployment_sha="old-setup"),
              keep(8, "least-load", "old-same", deployment_sha="old-setup")]
     moved = [keep(2, "round-robin", "old-moved"), keep(4, "round-robin", "old-moved")]
+    # made before the policy's own module changed (its hash alone moved): its own version too
+    policy = [keep(2, "slo-aware", "old-same", policy_sha="old-policy")]
     other = keep(8, "round-robin", "old-same", seed=7)  # another input differs: stale anyway
     rerun = []
 
@@ -123,13 +125,15 @@ def test_rekey_moves_only_runs_whose_re_runs_are_identical(tmp_path, monkeypatch
     lines = runs.rekey(check=2)
     code = lambda p: json.loads(p.read_text())["inputs"]["code_sha"]  # noqa: E731
     assert all(code(p) == runs.code_sha() for p in same)
-    for p in setup:  # both keys moved to the task's
+    for p in setup + policy:  # every key moved to the task's
         assert json.loads(p.read_text())["inputs"] == runs._task_of(json.loads(p.read_text())).inputs()
     assert all(code(p) == "old-moved" for p in moved)
     assert code(other) == "old-same"
     # each version re-ran its cheapest run at its fewest and its most replicas
     assert sorted(rerun) == [(1, "least-load"), (1, "round-robin"), (2, "round-robin"),
-                             (4, "least-load"), (4, "round-robin"), (8, "least-load")]
+                             (2, "slo-aware"), (4, "least-load"), (4, "round-robin"),
+                             (8, "least-load")]
     assert any("3 runs re-keyed" in line for line in lines)
-    assert any("set-up old-setup: 2 runs re-keyed" in line for line in lines)
+    assert any("set-up old-setup," in line and "2 runs re-keyed" in line for line in lines)
+    assert any("policy old-policy: 1 runs re-keyed" in line for line in lines)
     assert any("2 runs left stale" in line and "x4" in line for line in lines)
