@@ -46,8 +46,9 @@ def write_page(out: Path, s: dict) -> None:
         f"- code version: commit {run0['commit']} (pieces: "
         + ", ".join(f"{r['from']}-{r['to']} at {r['commit']} on {r['date']}" for r in s["runs"])
         + ")",
-        f"- machine: {run0['machine']}; ran alone (`/work/cpu-excl`), {minutes:.0f} min in "
-        f"{len(s['runs'])} pieces",
+        f"- machine: {run0['machine']}; {minutes:.0f} min in {len(s['runs'])} pieces; "
+        + s.get("how_run", "accepted tokens per step are counts, not times, so other load on "
+                "the machine does not move them; the training time per update is a time"),
         f"- settings: {json.dumps(s['settings'])}; policy chain-4, greedy",
         "",
         "Accepted tokens per step (tokens emitted per verification, the root's included) of "
