@@ -39,11 +39,15 @@ def test_profile_cli_writes_a_profile_the_engine_loads(tmp_path, smollm):
     # measured at 8 tokens on the knee curve would allow, within timing noise
     # (a batch-8 decode step: no faster than a one-token forward, within timing noise)
     assert 0.5 * knee["seconds"][0] <= prof.baseline_latency_s < 10.0
-    # the quick context table, capped by --max-context; the engine plans with it
+    # the quick context table, capped by --max-context; the engine plans with it only with
+    # its context_table option (off by default: the linear models, refitted online)
     assert prof.target_table.contexts == (64, 508) and prof.draft_table is not None
+    with Engine(EngineConfig(draft="layers:2", policy="adaserve", profile=out,
+                             context_table=True)) as eng:
+        assert eng.core.latency.base.target == prof.target_table
     with Engine(EngineConfig(draft="layers:2", policy="adaserve", profile=out)) as eng:
         assert eng.profile == prof
-        assert eng.core.latency.base.target == prof.target_table
+        assert eng.core.latency.base.target == prof.target
         # B by the budget rule: its forward within 1.15x of the one-token forward, and the
         # next profiled count (if measured) past it
         assert prof.budget_rule == "ratio<=1.15"
