@@ -87,9 +87,7 @@ def _latency_grid(model: Llama, repeats: int, quick: bool, cap: int | None = Non
     tokens (a bounded draft), recorded at its full context as the engine will ask."""
     ns, qs, ctxs = ((1, 4, 8), (1, 4, 16), (32, 256)) if quick else \
         ((1, 2, 4, 8, 16), (1, 2, 4, 8, 16), (32, 256, 768))
-    read = (lambda c: c) if cap is None else (lambda c: min(c, cap))
-    kv = KVCache(model.n_layers, max(ns), model.cfg.kv_heads, model.cfg.head_dim,
-                 read(max(ctxs)) + max(qs) + 2, model.dtype, model.device)
+    kv, read = _timing_cache(model, ns, qs, ctxs, cap)
     rows = []
     for n in ns:
         for q in qs:
@@ -99,6 +97,15 @@ def _latency_grid(model: Llama, repeats: int, quick: bool, cap: int | None = Non
     return {"context_tokens": list(ctx), "batch_tokens": list(tok), "seconds": list(sec)}
 
 
+def _timing_cache(model: Llama, ns, qs, ctxs, cap: int | None):
+    """A KV cache for timing a grid of n requests x q tokens over c cached tokens, and the
+    cached tokens a point at context c reads: c, or at most ``cap`` (a bounded draft)."""
+    read = (lambda c: c) if cap is None else (lambda c: min(c, cap))
+    kv = KVCache(model.n_layers, max(ns), model.cfg.kv_heads, model.cfg.head_dim,
+                 read(max(ctxs)) + max(qs) + 2, model.dtype, model.device)
+    return kv, read
+
+
 def context_table(model: Llama, repeats: int, max_context: int, quick: bool = False,
                   cap: int | None = None) -> ContextTable:
     """One forward's median seconds over TABLE_GRID (QUICK_TABLE_GRID), contexts capped so
@@ -106,9 +113,7 @@ def context_table(model: Llama, repeats: int, max_context: int, quick: bool = Fa
     so its points past the window are timed at the window, flat as it runs."""
     ns, qs, cs = QUICK_TABLE_GRID if quick else TABLE_GRID
     ctxs = sorted({max(1, min(c, max_context - max(qs))) for c in cs})
-    read = (lambda c: c) if cap is None else (lambda c: min(c, cap))
-    kv = KVCache(model.n_layers, max(ns), model.cfg.kv_heads, model.cfg.head_dim,
-                 read(max(ctxs)) + max(qs) + 2, model.dtype, model.device)
+    kv, read = _timing_cache(model, ns, qs, ctxs, cap)
     sec = np.empty((len(ns), len(qs), len(ctxs)))  # [n, q, c]
     for (i, n), (j, q), (k, c) in itertools.product(enumerate(ns), enumerate(qs),
                                                     enumerate(ctxs)):
