@@ -312,7 +312,8 @@ class EngineCore:
             batch.append((r, r.tokens[r.target_len: r.target_len + take]))
         work = [(r, c) for r, c in batch if c]
         if work:
-            self.executor.prefill([PrefillChunk(r.slot, r.target_len, tuple(c)) for r, c in work])
+            self.executor.prefill([PrefillChunk(r.slot, r.target_len, tuple(c), r.n_prompt)
+                                   for r, c in work])
             for r, c in work:
                 r.target_len += len(c)
         for r, _ in batch:

@@ -32,6 +32,7 @@ class PrefillChunk:
     slot: int
     start: int  # the request's committed target tokens before this chunk
     tokens: tuple[int, ...]
+    prompt_len: int  # the request's whole prompt (an executor may defer a short one's draft)
 
 
 @dataclass(frozen=True, slots=True)

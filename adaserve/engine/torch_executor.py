@@ -23,6 +23,15 @@ from adaserve.scheduler import CandidateBatch, SpecPlan
 
 # requests re-prefilled per draft forward when a new draft is swapped in
 _REFILL_ROWS = 8
+# A request whose draft lags by more tokens than this catches up in a forward of its own
+# before the draft's first step (TorchExecutor._catch_up); a shorter lag rides along with
+# the roots. 16: one PROBE_EVERY run of undrafted iterations rides along.
+CATCH_UP_INLINE = 16
+# Prompts of at most this many tokens are fed to a separate draft at the request's first
+# draft, not at prefill. Catching one up costs a decode step ~0.3 ms of draft forward a
+# token on the dev CPU (39 tokens: 19 ms, 128: 32 ms), so at most ~80 ms at once; longer
+# prompts prefill the draft chunk by chunk beside the target.
+LAZY_DRAFT_PROMPT = 256
 
 
 class TorchExecutor(Executor):
@@ -68,17 +77,63 @@ class TorchExecutor(Executor):
         self.models.target(self.kv, fb)
         if self.draft_kv is None:
             return
-        if self.window is None:  # the two caches share slot_len and trash column
-            self.models.draft(self.draft_kv, fb)
-        elif self.models.draft is self.models.target:
+        if self.window is not None and self.models.draft is self.models.target:
             # self-speculation: the draft's window is the target's own K/V of the prompt,
             # compressed (MagicDec's StreamingLLM draft), not a second forward
             self._copy_from_target(chunks)
+            self._fed(chunks)
+            return
+        # A short prompt reaches a separate draft only when its request is first drafted
+        # for (_catch_up): a request the policy never drafts for, as under overload, never
+        # pays it. Served, the eager draft prefill made a prefill step ~30 ms longer than
+        # incremental's (296 against 266 ms over 437 steps, results/served-overload-seeds).
+        # A long one keeps its chunked prefill here, so no decode step stalls on it.
+        eager = [j for j, c in enumerate(chunks) if c.prompt_len > LAZY_DRAFT_PROMPT]
+        if not eager:
+            return
+        if len(eager) < len(chunks):
+            chunks = [chunks[j] for j in eager]
+            slots, starts, toks = slots[eager], starts[eager], [toks[j] for j in eager]
+            fb = chunk_batch(slots, starts, toks, self.kv.trash_col, "none")
+        if self.window is None:  # the two caches share slot_len and trash column
+            self.models.draft(self.draft_kv, fb)
         else:
             self.window.feed(self.models.draft, self.draft_kv, slots, starts, toks,
                              want_logits=False)
+        self._fed(chunks)
+
+    def _fed(self, chunks: Sequence[PrefillChunk]) -> None:
         for c in chunks:
             self.draft_len[c.slot] = c.start + len(c.tokens)
+
+    def _catch_up(self, reqs: Sequence[Request]) -> None:
+        """Feed the draft what it has not seen of each request that lags it by more than
+        CATCH_UP_INLINE tokens (a prompt never drafted for, or many undrafted iterations),
+        all but the last token: draft_trees feeds the rest with the roots, in one forward
+        padded to the longest lag, so one long lag there would pad every row to it. The
+        long lags go in forwards of their own, grouped by length so a group's padding stays
+        under a third of its tokens."""
+        lag = [(len(r.tokens) - 1 - int(self.draft_len[i]), i) for i, r in enumerate(reqs)]
+        long = sorted(((k, i) for k, i in lag if k > CATCH_UP_INLINE), reverse=True)
+        while long:
+            width = long[0][0]
+            group = [long.pop(0)]
+            while long and (len(group) + 1) * width <= 1.33 * (sum(k for k, _ in group)
+                                                                + long[0][0]):
+                group.append(long.pop(0))
+            rows = [i for _, i in group]
+            starts = torch.tensor([int(self.draft_len[i]) for i in rows])
+            toks = [reqs[i].tokens[int(self.draft_len[i]): len(reqs[i].tokens) - 1]
+                    for i in rows]
+            slots = torch.tensor(rows)  # decoding request i sits in KV slot i
+            if self.window is None:  # the two caches share slot_len and trash column
+                self.models.draft(self.draft_kv,
+                                  chunk_batch(slots, starts, toks, self.draft_kv.trash_col, "none"))
+            else:
+                self.window.feed(self.models.draft, self.draft_kv, slots, starts, toks,
+                                 want_logits=False)
+            for i in rows:
+                self.draft_len[i] = len(reqs[i].tokens) - 1
 
     def _copy_from_target(self, chunks: Sequence[PrefillChunk]) -> None:
         pos = [self.window.kept(c.start, c.start + len(c.tokens)) for c in chunks]
@@ -86,6 +141,7 @@ class TorchExecutor(Executor):
         self.draft_kv.copy_columns(self.kv, slots, pos, [self.window.columns(p) for p in pos])
 
     def draft(self, reqs: Sequence[Request], plan: SpecPlan) -> Drafted:
+        self._catch_up(reqs)
         trees = draft_trees(self.models.draft, self.draft_kv, list(reqs), self.draft_len, plan,
                             self.models.draft_token_ids, self.window)
         return Drafted(trees.candidates, trees)
