@@ -15,6 +15,7 @@ from adaserve.scheduler.budget import goodput_budget
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.depth import MeasuredDepth, need_floor
+from adaserve.scheduler.gate import drafting_pays
 from adaserve.scheduler.options import PRESETS, AdaServeOptions
 from adaserve.scheduler.pacing import pace_cap
 from adaserve.scheduler.policy_base import IDLE, BudgetedPolicy, chain_plan, prices_drafting
@@ -60,6 +61,10 @@ class AdaServePolicy(BudgetedPolicy):
       save no SLO and lengthen every other request's iteration: on the served CPU, once
       9 or more ran, the preset verified 16-23 tokens for 9-11 requests in steps 1.4-1.8x
       the roots-only ones, for the same tokens per second (docs/results.md).
+    - ``gate``: the plan drafts only if the requests its draft is expected to keep at
+      pace and the plain step would not outnumber those the plain step keeps and the
+      draft would not (``gate.drafting_pays``); else the iteration verifies the roots
+      alone. Where planning prices the draft.
     - ``pace``: after both phases each request keeps at most the tokens that bring it to
       ``pace`` x its SLO after this iteration (``pacing.pace_cap``, the need at a tighter
       SLO, so the SLO phase's grant is never cut below the need); the budget given back is
@@ -74,7 +79,7 @@ class AdaServePolicy(BudgetedPolicy):
     """
 
     name = "adaserve"
-    summary = "AdaServe: the authors' two-phase scheduler with its options (pace, triage, depth, floor, calibrate)"
+    summary = "AdaServe: the authors' two-phase scheduler with its options (pace, triage, depth, floor, calibrate, gate)"
 
     def __init__(self, config: SchedulerConfig,
                  latency: IterationLatency | CalibratedLatency | None = None,
@@ -109,6 +114,15 @@ class AdaServePolicy(BudgetedPolicy):
                 and prices_drafting(self.latency))
 
     def plan(self, batch):
+        plan = self._planned(batch)
+        if self._gates and plan.speculates and not self._gate_opens(batch, plan):
+            plan = replace(self._priced(batch, IDLE, self._verify_tokens(batch.n, IDLE, plan.budget)),
+                           budget=plan.budget)
+        return plan
+
+    def _planned(self, batch: BatchView) -> SpecPlan:
+        """The plan before the gate: Eq. 8-9's shape, the measured depth and its floor,
+        the pace and lost caps."""
         base = super().plan(batch)
         lost = self._lost_at_plan(batch, base.t_spec_s) if self._roots_lost else None
         capped = (self.options.pace is not None or lost is not None) and self.config.cost_aware_depth
@@ -131,6 +145,20 @@ class AdaServePolicy(BudgetedPolicy):
         if capped:
             plan = self._capped_depth(batch, plan, priced, lost)
         return plan
+
+    @property
+    def _gates(self) -> bool:
+        """Whether the gate judges each planned draft (``gate``, where planning prices the
+        draft: with a free draft nothing is lost by drafting)."""
+        return (self.options.gate and self.config.cost_aware_depth
+                and prices_drafting(self.latency))
+
+    def _gate_opens(self, batch: BatchView, plan: SpecPlan) -> bool:
+        """Whether ``plan``'s draft keeps more requests at pace than the plain step
+        (``gate.drafting_pays``); the pace is ``pace`` x the SLO, or the SLO unpaced."""
+        plain = self.predict_latency(batch, IDLE, self._verify_tokens(batch.n, IDLE, plan.budget))
+        return drafting_pays(batch, self.acceptance.alphas(batch.request_ids), plan.depth,
+                             plain, plan.t_spec_s, self.options.pace or 1.0, self.config.rules)
 
     def _lost_at_plan(self, batch: BatchView, t_iter_s: float) -> np.ndarray:
         """[n] bool: requests taken as given up before this iteration's tree exists: their

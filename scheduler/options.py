@@ -14,6 +14,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``budget`` | ``profile``/``goodput``/``kept`` | verify the profile's B every iteration, or, with the cost-aware planning, the count among B and n x (d + 1) predicted to give the most tokens per second (``budget.goodput_budget``); ``kept``: the same, counting only the tokens pacing lets each request keep |
 | ``lost`` | ``serve``/``roots`` | what becomes of a request triage gave up: it still competes for the throughput phase's nodes (the authors' way), or it verifies its root alone and counts in no choice of depth, so its tokens stop lengthening everyone's iteration; acts where planning is cost-aware |
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
+| ``gate`` | ``on``/``off`` | the planned draft runs only if it keeps more requests at pace than the plain step does (``gate.drafting_pays``), else the iteration drafts nothing; acts where planning is cost-aware |
 
 A spec is a preset's name, optionally with options after a colon:
 ``adaserve``, ``adaserve-authors:pace=0.7,triage=on``, ``adaserve:depth=eq8``. The presets:
@@ -49,6 +50,7 @@ class AdaServeOptions:
     refuse: bool = False
     budget: Literal["profile", "goodput", "kept"] = "profile"
     lost: Literal["serve", "roots"] = "serve"
+    gate: bool = False
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)
@@ -63,7 +65,7 @@ class AdaServeOptions:
             raise ValueError(f"lost must be one of {', '.join(LOSTS)}, got {self.lost!r}")
         if self.admit not in ADMITS:
             raise ValueError(f"admit must be one of {', '.join(ADMITS)}, got {self.admit!r}")
-        for name in ("triage", "floor", "calibrate", "refuse"):
+        for name in ("triage", "floor", "calibrate", "refuse", "gate"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be on or off, got {getattr(self, name)!r}")
 
@@ -80,13 +82,14 @@ class AdaServeOptions:
                 changes[key] = None if value == "off" else _fraction(value)
             elif key in ("depth", "admit", "budget", "lost"):
                 changes[key] = value
-            elif key in ("triage", "floor", "calibrate", "refuse"):
+            elif key in ("triage", "floor", "calibrate", "refuse", "gate"):
                 if value not in _ON:
                     raise ValueError(f"option {key} takes on or off, got {value!r}")
                 changes[key] = _ON[value]
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
-                                 f"depth, floor, calibrate, admit, refuse, budget, lost")
+                                 f"depth, floor, calibrate, admit, refuse, budget, lost, "
+                                 f"gate")
         return dataclasses.replace(self, **changes)
 
     def text(self) -> str:
@@ -95,7 +98,8 @@ class AdaServeOptions:
         pace = "off" if self.pace is None else f"{self.pace:g}"
         return (f"pace={pace},triage={on[self.triage]},depth={self.depth},"
                 f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}"
-                f",refuse={on[self.refuse]},budget={self.budget},lost={self.lost}")
+                f",refuse={on[self.refuse]},budget={self.budget},lost={self.lost}"
+                f",gate={on[self.gate]}")
 
 
 def _fraction(value: str) -> float:
