@@ -115,10 +115,11 @@ class AdaServePolicy(BudgetedPolicy):
 
     def plan(self, batch):
         plan = self._planned(batch)
-        if self._gates and plan.speculates and not self._gate_opens(batch, plan):
-            plan = replace(self._priced(batch, IDLE, self._verify_tokens(batch.n, IDLE, plan.budget)),
-                           budget=plan.budget)
-        return plan
+        if not (self._gates and plan.speculates):
+            return plan
+        plain = replace(self._priced(batch, IDLE, self._verify_tokens(batch.n, IDLE, plan.budget)),
+                        budget=plan.budget)
+        return plan if self._gate_opens(batch, plan, plain.t_spec_s) else plain
 
     def _planned(self, batch: BatchView) -> SpecPlan:
         """The plan before the gate: Eq. 8-9's shape, the measured depth and its floor,
@@ -153,12 +154,13 @@ class AdaServePolicy(BudgetedPolicy):
         return (self.options.gate and self.config.cost_aware_depth
                 and prices_drafting(self.latency))
 
-    def _gate_opens(self, batch: BatchView, plan: SpecPlan) -> bool:
-        """Whether ``plan``'s draft keeps more requests at pace than the plain step
-        (``gate.drafting_pays``); the pace is ``pace`` x the SLO, or the SLO unpaced."""
-        plain = self.predict_latency(batch, IDLE, self._verify_tokens(batch.n, IDLE, plan.budget))
+    def _gate_opens(self, batch: BatchView, plan: SpecPlan, t_plain_s: float) -> bool:
+        """Whether ``plan``'s draft keeps more requests at pace than the plain step of
+        predicted latency ``t_plain_s`` (``gate.drafting_pays``); the pace is ``pace`` x
+        the SLO, or the SLO unpaced."""
         return drafting_pays(batch, self.acceptance.alphas(batch.request_ids), plan.depth,
-                             plain, plan.t_spec_s, self.options.pace or 1.0, self.config.rules)
+                             t_plain_s, plan.t_spec_s, self.options.pace or 1.0,
+                             self.config.rules)
 
     def _lost_at_plan(self, batch: BatchView, t_iter_s: float) -> np.ndarray:
         """[n] bool: requests taken as given up before this iteration's tree exists: their

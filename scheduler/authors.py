@@ -78,6 +78,18 @@ def tree_shape(n: int, budget: int, draft_budget: int, min_depth: int, max_depth
     return max(d, 1), w
 
 
+def raw_need(batch: BatchView, t_iter_s: float, rules: AdaServeRules,
+             fraction: float = 1.0) -> np.ndarray:
+    """[n] tokens (root included) each request must commit in an iteration of ``t_iter_s``
+    to stand at ``fraction`` x its SLO after it, unclipped: (t_iter x correction + l) /
+    (fraction x SLO) - o; NaN for best effort. The one formula behind the authors' need
+    (``slo_need``), the pace cap (pacing.pace_cap) and the gate (gate.drafting_pays)."""
+    o = batch.decoded_tokens + (1 if rules.count_prefill_token else 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (t_iter_s * rules.correction + batch.decode_latency_s) / (
+            fraction * batch.tpot_slo_s) - o
+
+
 def slo_need(batch: BatchView, t_iter_s: float, depth: int, rules: AdaServeRules) -> np.ndarray:
     """[n] tokens each request must commit this iteration, root included, to stay on its
     SLO, as the authors compute it (prune_token_tree, add_tokens_toward_slo):
@@ -87,10 +99,7 @@ def slo_need(batch: BatchView, t_iter_s: float, depth: int, rules: AdaServeRules
     t_iter the predicted iteration latency, l the decode latency so far, o the tokens
     decoded (with the prefill's token if ``count_prefill_token``). A need of 1 asks nothing
     beyond the root; best-effort requests need 1."""
-    o = batch.decoded_tokens + (1 if rules.count_prefill_token else 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        need = (t_iter_s * rules.correction + batch.decode_latency_s) / batch.tpot_slo_s - o
-    need = np.clip(need, 1.0, depth + 1.0)
+    need = np.clip(raw_need(batch, t_iter_s, rules), 1.0, depth + 1.0)
     return np.where(np.isnan(batch.tpot_slo_s), 1.0, need)  # [n]
 
 

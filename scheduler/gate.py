@@ -11,7 +11,7 @@ off it at the drafted one. Rates of tokens per second (``depth.MeasuredDepth``,
 So the gate counts requests. At the plain step's predicted latency t0 a request holds its
 pace when one token meets its need there; at the planned depth d (latency t_d) when the
 chain it is expected to commit, sum_{j<=d} alpha^j (the acceptance tracker's rate),
-meets its need at t_d. The need is the authors' (``authors.slo_need``: catch-up
+meets its need at t_d. The need is the authors' (``authors.raw_need``: catch-up
 included, not clipped) at ``pace`` x the SLO, the fraction pacing keeps requests at. The
 plan drafts only if the requests it saves (held at d, not at 0) outnumber the ones it
 breaks (held at 0, not at d); on a tie, nobody gained, the plain step is kept, shorter
@@ -23,19 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from adaserve.scheduler.acceptance import expected_chain_tokens
-from adaserve.scheduler.authors import AdaServeRules
+from adaserve.scheduler.authors import AdaServeRules, raw_need
 from adaserve.scheduler.slo import SLO_EPS, BatchView
-
-
-def pace_need(batch: BatchView, t_iter_s: float, fraction: float,
-              rules: AdaServeRules) -> np.ndarray:
-    """[n] tokens (root included) each request must commit in an iteration of ``t_iter_s``
-    to stand at ``fraction`` x its SLO after it, unclipped: (t x correction + l) /
-    (fraction x SLO) - o; NaN for best effort."""
-    o = batch.decoded_tokens + (1 if rules.count_prefill_token else 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (t_iter_s * rules.correction + batch.decode_latency_s) / (
-            fraction * batch.tpot_slo_s) - o
 
 
 def drafting_pays(batch: BatchView, alphas: np.ndarray, depth: int, t_plain_s: float,
@@ -46,8 +35,8 @@ def drafting_pays(batch: BatchView, alphas: np.ndarray, depth: int, t_plain_s: f
     has_slo = ~np.isnan(batch.tpot_slo_s)  # [n]
     tokens = expected_chain_tokens(np.clip(alphas, 0.0, 1.0), depth)  # [n]
     with np.errstate(invalid="ignore"):
-        plain = pace_need(batch, t_plain_s, fraction, rules) <= 1.0 + SLO_EPS  # [n]
-        drafted = pace_need(batch, t_draft_s, fraction, rules) <= tokens + SLO_EPS  # [n]
+        plain = raw_need(batch, t_plain_s, rules, fraction) <= 1.0 + SLO_EPS  # [n]
+        drafted = raw_need(batch, t_draft_s, rules, fraction) <= tokens + SLO_EPS  # [n]
     saves = int(np.sum(has_slo & drafted & ~plain))
     breaks = int(np.sum(has_slo & plain & ~drafted))
     return saves > breaks

@@ -33,6 +33,8 @@ DEPTHS = ("eq8", "measured")
 ADMITS = ("fifo", "deadline")
 BUDGETS = ("profile", "goodput", "kept")
 LOSTS = ("serve", "roots")
+# the options that are on or off
+SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
 
@@ -65,7 +67,7 @@ class AdaServeOptions:
             raise ValueError(f"lost must be one of {', '.join(LOSTS)}, got {self.lost!r}")
         if self.admit not in ADMITS:
             raise ValueError(f"admit must be one of {', '.join(ADMITS)}, got {self.admit!r}")
-        for name in ("triage", "floor", "calibrate", "refuse", "gate"):
+        for name in SWITCHES:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be on or off, got {getattr(self, name)!r}")
 
@@ -82,7 +84,7 @@ class AdaServeOptions:
                 changes[key] = None if value == "off" else _fraction(value)
             elif key in ("depth", "admit", "budget", "lost"):
                 changes[key] = value
-            elif key in ("triage", "floor", "calibrate", "refuse", "gate"):
+            elif key in SWITCHES:
                 if value not in _ON:
                     raise ValueError(f"option {key} takes on or off, got {value!r}")
                 changes[key] = _ON[value]

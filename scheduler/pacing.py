@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaserve.scheduler.authors import AdaServeRules
+from adaserve.scheduler.authors import AdaServeRules, raw_need
 from adaserve.scheduler.slo import BatchView
 
 
@@ -25,8 +25,5 @@ def pace_cap(batch: BatchView, t_iter_s: float, fraction: float,
 
     The same terms as the authors' need (authors.slo_need) at a tighter SLO, so a request
     the SLO phase must serve is never capped below its need."""
-    o = batch.decoded_tokens + (1 if rules.count_prefill_token else 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pace = (t_iter_s * rules.correction + batch.decode_latency_s) / (
-            fraction * batch.tpot_slo_s) - o
+    pace = raw_need(batch, t_iter_s, rules, fraction)
     return np.where(np.isnan(batch.tpot_slo_s), np.inf, np.maximum(np.ceil(pace), 1.0))

@@ -94,13 +94,21 @@ class TorchExecutor(Executor):
         if len(eager) < len(chunks):
             chunks = [chunks[j] for j in eager]
             slots, starts, toks = slots[eager], starts[eager], [toks[j] for j in eager]
-            fb = chunk_batch(slots, starts, toks, self.kv.trash_col, "none")
-        if self.window is None:  # the two caches share slot_len and trash column
-            self.models.draft(self.draft_kv, fb)
-        else:
+            fb = None
+        self._feed_draft(slots, starts, toks, fb)
+        self._fed(chunks)
+
+    def _feed_draft(self, slots: torch.Tensor, starts: torch.Tensor, toks: list[list[int]],
+                    fb=None) -> None:
+        """Write the draft's K/V of ``toks[i]`` at ``starts[i]`` in slot ``slots[i]``, no
+        logits; ``fb``: the target's forward batch of exactly these chunks, reused when the
+        draft keeps the whole context (the two caches share slot_len and trash column)."""
+        if self.window is not None:
             self.window.feed(self.models.draft, self.draft_kv, slots, starts, toks,
                              want_logits=False)
-        self._fed(chunks)
+            return
+        self.models.draft(self.draft_kv, fb if fb is not None else
+                          chunk_batch(slots, starts, toks, self.draft_kv.trash_col, "none"))
 
     def _fed(self, chunks: Sequence[PrefillChunk]) -> None:
         for c in chunks:
@@ -125,13 +133,8 @@ class TorchExecutor(Executor):
             starts = torch.tensor([int(self.draft_len[i]) for i in rows])
             toks = [reqs[i].tokens[int(self.draft_len[i]): len(reqs[i].tokens) - 1]
                     for i in rows]
-            slots = torch.tensor(rows)  # decoding request i sits in KV slot i
-            if self.window is None:  # the two caches share slot_len and trash column
-                self.models.draft(self.draft_kv,
-                                  chunk_batch(slots, starts, toks, self.draft_kv.trash_col, "none"))
-            else:
-                self.window.feed(self.models.draft, self.draft_kv, slots, starts, toks,
-                                 want_logits=False)
+            # decoding request i sits in KV slot i
+            self._feed_draft(torch.tensor(rows), starts, toks)
             for i in rows:
                 self.draft_len[i] = len(reqs[i].tokens) - 1
 

@@ -16,8 +16,8 @@ from adaserve.scheduler import (
     SchedulerConfig,
     make_policy,
 )
-from adaserve.scheduler.authors import AdaServeRules
-from adaserve.scheduler.gate import drafting_pays, pace_need
+from adaserve.scheduler.authors import AdaServeRules, raw_need
+from adaserve.scheduler.gate import drafting_pays
 
 RULES = AdaServeRules()
 
@@ -29,9 +29,9 @@ def _batch(*requests):
         for i, (slo, l, o) in enumerate(requests)])
 
 
-def test_pace_need_is_the_authors_need_at_the_paced_slo_unclipped():
+def test_raw_need_is_the_authors_need_at_the_paced_slo_unclipped():
     b = _batch((100.0, 0.95, 9), (None, 1.0, 9))
-    need = pace_need(b, 0.05, 0.5, RULES)
+    need = raw_need(b, 0.05, RULES, 0.5)
     # (t x correction + l) / (fraction x SLO) - o, the prefill's token counted in o
     assert need[0] == pytest.approx((0.05 * RULES.correction + 0.95) / 0.05 - 10)
     assert np.isnan(need[1])
