@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 
+from adaserve.loadgen.arms import parse_arms
 from adaserve.loadgen.extend import done, load_prior, ordered, settings
 from adaserve.loadgen.options import add_mix_draw_args
 from adaserve.loadgen.points import Point, points, slo_classes  # noqa: F401 (bench.Point)
@@ -125,6 +126,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "assignment predates --mix-exact: i.i.d.)")
     p.add_argument("--serve-args", default="",
                    help="extra flags for every `adaserve serve`, e.g. '--budget 4'")
+    p.add_argument("--arm", action="append", default=[], metavar="LABEL=POLICY [FLAGS]",
+                   help="one more entry beside --policies: POLICY served with `adaserve "
+                        "serve` flags of its own, shown as LABEL (repeatable), e.g. --arm "
+                        "'adaserve-table=adaserve --context-table' (loadgen/arms.py)")
     p.add_argument("--baseline-ms", type=float, default=None,
                    help="baseline latency for every server (default: the first server's, "
                         "from its profile or measured, then passed to all the others, so "
@@ -221,9 +226,14 @@ def main(args: argparse.Namespace) -> int:
         write_report(out, meta, meta.pop("runs"))
         print(f"[bench] rewrote {out / 'summary.md'}")
         return 0
-    policies = split_specs(args.policies)
     pts = points(args)
     try:
+        policies = split_specs(args.policies)
+        arms = parse_arms(args.arm, policies)
+        policies += list(arms)
+        if arms and args.backend == "sim":
+            raise ValueError("--arm gives servers flags of their own; --backend sim starts "
+                             "no server")
         sim = _sim_backend(args, policies)
         serve_args = args.serve_args if sim is not None else _serve_args(args)
     except (ValueError, OSError) as e:
@@ -271,8 +281,10 @@ def main(args: argparse.Namespace) -> int:
                 log = _fresh(raw / f"serve-{policy}-{group[0].label}.log")
                 # what each iteration ran and took, beside the server log (the simulator's
                 # validation reads it)
-                server = start_server(policy, group[0].urgent_scale,
-                                      f"{serve_args} --iteration-log "
+                arm = arms.get(policy)
+                flags = " ".join(f for f in (serve_args, arm.flags if arm else "") if f)
+                server = start_server(arm.policy if arm else policy, group[0].urgent_scale,
+                                      f"{flags} --iteration-log "
                                       f"{shlex.quote(str(log.with_suffix('.iterations.jsonl')))}",
                                       log, baseline)
             baseline = server.info["baseline_latency_ms"]

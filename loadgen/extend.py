@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 # what a sweep recorded before these settings existed: it ran with these values
-BEFORE = {"backend": "serve", "arrival": "poisson", "cv": None, "trace": None,
+BEFORE = {"arms": None, "backend": "serve", "arrival": "poisson", "cv": None, "trace": None,
           "hardware": None, "acceptance": None, "prompt_tokens": None}
 
 
@@ -23,6 +23,7 @@ def settings(args: argparse.Namespace) -> dict:
     return {"experiment": args.experiment, "requests_per_point": args.requests,
             "mix": args.mix, "prompts": args.prompts, "ttft_slo_ms": args.ttft_slo_ms,
             "max_tokens": args.max_tokens, "serve_args": args.serve_args,
+            "arms": list(args.arm) or None,
             "backend": args.backend, "arrival": args.arrival,
             "cv": args.cv if args.arrival == "gamma" else None,
             "trace": None if args.trace is None else str(args.trace),

@@ -11,6 +11,7 @@ from adaserve.engine import kernels
 from adaserve.engine.config import EngineConfig
 from adaserve.engine.model import Llama, ModelConfig
 from adaserve.engine.full_vocab import resolve_draft
+from adaserve.engine.heap import keep_freed_memory
 from adaserve.engine.weights import TOKEN_IDS_KEY, load_config, load_state, resolve_model
 
 
@@ -39,6 +40,7 @@ def pick_device(name: str) -> tuple[str, torch.dtype]:
 def load_models(cfg: EngineConfig) -> Models:
     from transformers import AutoTokenizer
 
+    keep_freed_memory()  # before the weights: a process that runs a model reuses its pages
     device, dtype = pick_device(cfg.device)
     path = resolve_model(cfg.model)
     hf = load_config(path)

@@ -210,3 +210,33 @@ def test_rewrite_page_runs_nothing_and_writes_the_page_from_the_kept_runs(tmp_pa
     page = (tmp_path / "summary.md").read_text()
     assert page.startswith("# Experiment: slo-scale") and "60.0%" in page
     assert bench.main(_args(tmp_path / "nothing", rewrite_page=True)) == 2
+
+
+def test_an_arm_runs_its_policy_with_its_flags_under_its_label(tmp_path, monkeypatch):
+    started = []
+
+    def start(policy, scale, extra, log, baseline):
+        started.append((policy, extra, log.name))
+        return _Server(baseline)
+
+    monkeypatch.setattr(bench, "start_server", start)
+    monkeypatch.setattr(bench, "warm", lambda server: None)
+    monkeypatch.setattr(bench, "run_point", lambda args, server, point, seed, out: {
+        "rows": [{"slo_class": "overall", "attainment": 0.5, "goodput_tok_s": 1.0}]})
+    monkeypatch.setattr("adaserve.loadgen.report.plots", lambda *a: [])
+    args = _args(tmp_path, scales="1.0", serve_args="--max-context 2048",
+                 arm="adaserve-table=adaserve --context-table")
+    assert bench.main(args) == 0
+    (pol, extra, log), = [s for s in started if s[2].startswith("serve-adaserve-table")]
+    assert pol == "adaserve" and extra.startswith("--max-context 2048 --context-table ")
+    assert [s[1].startswith("--max-context 2048 --iteration-log") for s in started
+            if not s[2].startswith("serve-adaserve-table")] == [True, True]
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert {r["policy"] for r in data["runs"]} == {"adaserve", "incremental", "adaserve-table"}
+    assert data["arms"] == ["adaserve-table=adaserve --context-table"]
+    md = (tmp_path / "summary.md").read_text()
+    assert ("- arm `adaserve-table`: `adaserve serve --policy adaserve --context-table` "
+            "(with every server's `--max-context 2048`)") in md
+    # an arm is a server flag: the simulator starts none
+    assert bench.main(_args(tmp_path / "sim", scales="1.0", backend="sim",
+                            arm="adaserve-table=adaserve --context-table")) == 2
