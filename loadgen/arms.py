@@ -28,10 +28,6 @@ class Arm:
     policy: str  # the policy spec the server gets as --policy
     flags: str  # more `adaserve serve` flags, as a shell would split them
 
-    def text(self) -> str:
-        """As the page states it: ``--policy adaserve --context-table``."""
-        return " ".join(["--policy", shlex.quote(self.policy), self.flags]).strip()
-
 
 def parse_arm(text: str, policies: list[str]) -> Arm:
     """``LABEL=SPEC [FLAGS]`` -> Arm; ValueError saying what is wrong: a label that is not

@@ -13,7 +13,6 @@ def test_an_arm_names_its_policy_and_flags():
                     ["adaserve", "incremental"])
     assert (arm.label, arm.policy) == ("adaserve-table", "adaserve:gate=on")
     assert arm.flags == "--context-table --draft-window 256"
-    assert arm.text() == "--policy adaserve:gate=on --context-table --draft-window 256"
     assert parse_arm("chain4-w=chain-4 --draft-window 256", []).policy == "chain-4"
 
 
