@@ -59,14 +59,15 @@ def _check_flags(text: str, flags: list[str]) -> None:
 
     p = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     add_serve_args(p)
-    if "--policy" in flags or any(f.startswith("--policy=") for f in flags):
-        raise ValueError(f"--arm {text!r}: the policy is the spec after '=', not a flag")
     try:
-        _, unknown = p.parse_known_args(flags)
+        given, unknown = p.parse_known_args(flags)
     except argparse.ArgumentError as e:
         raise ValueError(f"--arm {text!r}: {e}") from None
     if unknown:
         raise ValueError(f"--arm {text!r}: `adaserve serve` takes no {' '.join(unknown)}")
+    # as the server parses it, so --policy=x and an abbreviation such as --pol are caught
+    if given.policy is not None:
+        raise ValueError(f"--arm {text!r}: the policy is the spec after '=', not a flag")
 
 
 def parse_arms(texts: list[str], policies: list[str]) -> dict[str, Arm]:

@@ -197,17 +197,21 @@ def _server(runs: list[dict]) -> str:
                         for c in info.get("slo_classes", [])) + " (urgent as run)")
 
 
+def _mean(xs: list) -> float:
+    """The mean of the values that are not None; NaN when there is none."""
+    xs = [x for x in xs if x is not None]
+    return float(np.mean(xs)) if xs else math.nan
+
+
 def goals(exp: str, t: dict, policies: list[str], pts: list[str]) -> list[str]:
     """The issue's goals, computed from the tables; says so where they are not met."""
-    mean = lambda xs: float(np.mean([x for x in xs if x is not None])) if any(  # noqa: E731
-        x is not None for x in xs) else math.nan
     if exp == "rate":
         return rate_goals(t, policies, pts)
     if exp == "slo-scale":
         if "0.8" not in pts or OURS not in policies:
             return ["- needs the 0.8 point and adaserve"]
-        a = mean([v.attainment for v in t[OURS]["0.8"]])
-        u = mean([v.per_class.get("urgent") for v in t[OURS]["0.8"]])
+        a = _mean([v.attainment for v in t[OURS]["0.8"]])
+        u = _mean([v.per_class.get("urgent") for v in t[OURS]["0.8"]])
         return [f"- adaserve with the urgent SLO at 0.8x baseline latency: {100 * a:.1f}% "
                 f"overall, {100 * u:.1f}% for urgent requests (goal >= 95%: "
                 f"{'met' if a >= 0.95 else 'NOT met'})."]
@@ -282,27 +286,26 @@ def rate_goals(t: dict, policies: list[str], pts: list[str]) -> list[str]:
     seed runs the same arrivals, prompts and classes under every policy, so the per-seed
     difference is paired; its mean and standard error say whether a ratio is more than
     the seeds' spread."""
-    mean = lambda xs: float(np.mean(xs)) if xs else math.nan  # noqa: E731
     base = [p for p in policies if is_baseline(p)]
     ours = [p for p in policies if not is_baseline(p)]
     if OURS not in ours or not base:
         return ["- needs adaserve and at least one baseline (a policy that is not AdaServe)"]
-    att = lambda pol, pt, key="attainment": [getattr(v, key) for v in t[pol][pt]  # noqa: E731
-                                             if getattr(v, key) is not None]
+    att = lambda pol, pt, key="attainment": _mean([getattr(v, key)  # noqa: E731
+                                                   for v in t[pol][pt]])
     ratio = lambda a, b: a / b if b > 0 else math.inf  # noqa: E731
     verdict = lambda r: "met" if r >= 1.0 else "NOT met"  # noqa: E731
     lines = []
     for pt in pts:
-        best = max(base, key=lambda b: mean(att(b, pt)))
-        best_att = mean(att(best, pt))
+        best = max(base, key=lambda b: att(b, pt))
+        best_att = att(best, pt)
         if not best_att < 0.60:
             continue
-        best_e2e = max(mean(att(b, pt, "e2e")) for b in base)
-        best_good = max(mean(att(b, pt, "goodput")) for b in base)
+        best_e2e = max(att(b, pt, "e2e") for b in base)
+        best_good = max(att(b, pt, "goodput") for b in base)
         lines.append(f"- Rate {pt}: the best baseline (of {', '.join(base)}) is {best} with "
                      f"{100 * best_att:.1f}% attainment, below 60%.")
         for pol in ours:
-            a, e, g = mean(att(pol, pt)), mean(att(pol, pt, "e2e")), mean(att(pol, pt, "goodput"))
+            a, e, g = att(pol, pt), att(pol, pt, "e2e"), att(pol, pt, "goodput")
             ra, re = ratio(a, best_att), ratio(e, best_e2e)
             lines.append(f"  - {pol}: {100 * a:.1f}% = **{ra:.2f}x** (goal >= 1.0x: "
                          f"{verdict(ra)}){_paired(t[pol][pt], t[best][pt])}; end to end "

@@ -6,14 +6,14 @@ iteration's allocation of the same size faults every page in again, zero-filled 
 kernel. Its thresholds move with what the process freed before, so whether a server
 churns is decided by its history: measured on the 2-core dev CPU (2026-11-26, ten
 concurrent 80-token requests against `adaserve serve`, /proc/<pid>/stat), a server took
-0.36-1.26 million minor faults and 3.7-4.3 s of system time in 21 s, another of the same
-code 13-30 thousand. The faults land inside the target's verify forward, on both OpenMP
+0.36-1.26 million minor faults and 3.7-4.3 s of system time in 21 s, a server of the other
+policy 13-256 thousand. The faults land inside the target's verify forward, on both OpenMP
 threads, so that server's every step was 10-20% slower, and which policy drew the slow
 process decided a served comparison (docs/engine.md "Freed memory kept").
 
 Fixed thresholds stop it: blocks up to 32 MiB (glibc's largest mmap threshold) come from
 the heap, and up to 256 MiB of free heap is kept rather than trimmed. The same load then
-takes 5-11 thousand faults and 0.2-0.3 s of system time under either policy. The cost is
+took 85-8,928 faults and 0.2-0.3 s of system time under either policy (four starts). The cost is
 resident memory: a heap that once held a long prompt's activations keeps them, at most
 the trim threshold more than the live data.
 """

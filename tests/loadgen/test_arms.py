@@ -25,6 +25,7 @@ def test_an_arm_names_its_policy_and_flags():
     ("adaserve-x=adaserve --no-such-flag", "takes no --no-such-flag"),
     ("adaserve-x=adaserve --budget four", "invalid int value"),
     ("adaserve-x=adaserve --policy incremental", "not a flag"),
+    ("adaserve-x=adaserve --pol=incremental", "not a flag"),
     ("table=adaserve --context-table", "is AdaServe: rename it"),
     ("adaserve-chain=chain-4", "is not AdaServe: rename it"),
 ])
