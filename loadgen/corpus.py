@@ -13,6 +13,7 @@ import functools
 import importlib.util
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 # Pure-Python standard library modules, a fixed list (sorted): code of many styles.
@@ -24,9 +25,11 @@ MODULES = ("argparse", "ast", "base64", "bisect", "calendar", "configparser", "c
            "string", "tarfile", "textwrap", "threading", "tokenize", "traceback",
            "urllib.parse", "uuid", "wave", "zipfile")
 
-# SmolLM2's tokenizer over these sources: 0.22-0.26 tokens per character (textwrap,
-# argparse, json.decoder, email.parser, random; 2026-11 dev machine); 4.2 chars a token.
-CHARS_PER_TOKEN = 4.2
+# How much text to gather before cutting: documents of these sources run 2.5-4.5
+# characters a token under SmolLM2's tokenizer (median 3.9; 200 documents, seeds 0-199,
+# 2026-11-26), so this much text usually holds the tokens asked for, and document()
+# gathers more when it does not.
+GATHER_CHARS_PER_TOKEN = 4.8
 
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", re.M)
 _CLASS = re.compile(r"^class\s+([A-Za-z_]\w*)", re.M)
@@ -66,24 +69,30 @@ def code_prompt(rng: random.Random) -> str:
     return f"{rng.choice(CODE_ASKS)}\n\n```python\n{code}\n"
 
 
-def document(rng: random.Random, tokens: int) -> tuple[str, str]:
-    """(module, about ``tokens`` tokens of one module's consecutive source lines, starting
-    at a random top-level line; several modules in turn when one is too short)."""
-    want = int(tokens * CHARS_PER_TOKEN)
-    parts: list[str] = []
-    size, first = 0, None
-    while size < want:
-        name, src = rng.choice(sources())
-        first = first or name
-        tops = [i for i, ln in enumerate(src) if ln[:1].isalpha() or ln.startswith("@")]
-        a = rng.choice(tops[: max(1, len(tops) // 2)]) if tops else 0
-        for ln in src[a:]:
-            parts.append(ln)
-            size += len(ln) + 1
-            if size >= want:
-                break
-        parts.append("")
-    return first, "\n".join(parts).rstrip()
+def document(rng: random.Random, tokens: int,
+             cut: Callable[[str, int], str | None]) -> tuple[str, str]:
+    """(module, source lines from a random top-level line of one module, on through others
+    when it is too short, cut to at most ``tokens`` tokens by ``cut``
+    (tokens.line_cutter): whole lines, as many as fit)."""
+    lines: list[str] = []
+    first = None
+    size, want = 0, tokens * GATHER_CHARS_PER_TOKEN
+    while True:
+        while size < want:
+            name, src = rng.choice(sources())
+            first = first or name
+            tops = [i for i, ln in enumerate(src) if ln[:1].isalpha() or ln.startswith("@")]
+            a = rng.choice(tops[: max(1, len(tops) // 2)]) if tops else 0
+            for ln in src[a:]:
+                lines.append(ln)
+                size += len(ln) + 1
+                if size >= want:
+                    break
+            lines.append("")
+        doc = cut("\n".join(lines), tokens)
+        if doc is not None:
+            return first, doc
+        want *= 1.25  # sparse text: gather a quarter more and cut again
 
 
 def question(rng: random.Random, doc: str) -> str:

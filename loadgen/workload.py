@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from adaserve.distill.prompts import TOPICS, phase1
 from adaserve.loadgen import corpus
+from adaserve.loadgen.tokens import line_cutter
 
 DEFAULT_MIX = "urgent=0.6,moderate=0.2,relaxed=0.2"
 PROMPT_SETS = ("short", "long", "mixed", "longctx", "shift")
@@ -23,7 +25,11 @@ PROMPT_SETS = ("short", "long", "mixed", "longctx", "shift")
 ORDERED_SETS = ("shift",)
 # the domain-shift stream: the code share ramps 0 -> 1 between these fractions of the run
 SHIFT_RAMP = (0.2, 0.6)
-LONGCTX_TOKENS = (2048, 8192)  # document sizes of the longctx set
+LONGCTX_TOKENS = (2048, 8192)  # document sizes of the longctx set, drawn uniformly
+LONGCTX_CONTEXT = 8192  # the target's context (SmolLM2-135M): prompt and output fit in it
+# what a longctx prompt holds beside its document, in tokens: the chat template (30), the
+# code fences and the question; measured 50-60 (seeds 0-199, 2026-11-26)
+LONGCTX_ROOM = 80
 # how requests get their classes (ClassMix.assign), and how result pages say it
 MIX_DRAWS = {"exact": "exact class counts (share x requests, largest remainder), shuffled by "
                       "the seed",
@@ -207,13 +213,20 @@ def sized_prompt(tokens: int, max_tokens: int, seed: int = 0) -> PromptSpec:
 
 
 def long_context_set(n: int, seed: int = 0, max_tokens: int = 96,
-                     tokens: tuple[int, int] = LONGCTX_TOKENS) -> list[PromptSpec]:
-    """n long-context prompts: a document of ``tokens`` tokens (drawn uniformly; Python
-    standard-library source, loadgen/corpus.py) and a question about it."""
+                     tokens: tuple[int, int] = LONGCTX_TOKENS,
+                     cut: Callable[[str, int], str | None] | None = None
+                     ) -> list[PromptSpec]:
+    """n long-context prompts: a document (Python standard-library source,
+    loadgen/corpus.py) of a token count drawn uniformly from ``tokens``, and a question
+    about it. Sized by ``cut`` (default: the target's tokenizer, tokens.line_cutter), and
+    no larger than leaves the whole request, prompt and ``max_tokens``, within
+    LONGCTX_CONTEXT."""
+    cut = cut or line_cutter()
+    cap = LONGCTX_CONTEXT - max_tokens - LONGCTX_ROOM
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        _, doc = corpus.document(rng, rng.randint(*tokens))
+        _, doc = corpus.document(rng, min(rng.randint(*tokens), cap), cut)
         q = corpus.question(rng, doc)
         out.append(PromptSpec("longctx", (("user", f"```python\n{doc}\n```\n\n{q}"),),
                               max_tokens))

@@ -20,15 +20,12 @@ def estimate(p: PromptSpec) -> int:
 
 
 def tokenizer_ids() -> Callable[[PromptSpec], tuple[int, ...]]:
-    """The default model's tokenizer: it loads in about a second, without the weights (the
-    first use on a new machine converts the packaged model once, as `adaserve serve`
-    would). Each prompt is encoded once."""
-    from transformers import AutoTokenizer
-
+    """The default model's tokenizer (adaserve.loadgen.tokens). Each prompt is encoded
+    once."""
     from adaserve.engine.engine import encode_chat
-    from adaserve.engine.weights import DEFAULT_MODEL, resolve_model
+    from adaserve.loadgen.tokens import target_tokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(resolve_model(DEFAULT_MODEL)))
+    tok = target_tokenizer()
     cache: dict[PromptSpec, tuple[int, ...]] = {}
 
     def ids(p: PromptSpec) -> tuple[int, ...]:

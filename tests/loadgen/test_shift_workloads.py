@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaserve.loadgen.corpus import CHARS_PER_TOKEN
 from adaserve.loadgen.domain_shift import chain_tokens_per_step
-from adaserve.loadgen.workload import LONGCTX_TOKENS, code_share, prompt_set
+from adaserve.loadgen.workload import (LONGCTX_CONTEXT, LONGCTX_ROOM, LONGCTX_TOKENS,
+                                       code_share, prompt_set)
 
 
 def test_sets_are_deterministic_by_seed():
@@ -16,13 +16,31 @@ def test_sets_are_deterministic_by_seed():
         assert prompt_set(kind, 12, seed=3) != prompt_set(kind, 12, seed=4)
 
 
-def test_longctx_documents_are_2k_to_8k_tokens_with_a_question():
+def test_longctx_documents_are_sized_by_the_tokenizer_and_fit_the_context():
+    """Each document is as many whole lines as fit the drawn token count (by the target's
+    tokenizer, so not over it and at most a line under), and the whole request fits the
+    model's context: the char-sized generator this replaces overshot by up to 30%."""
+    import random
+
+    from adaserve.engine.engine import encode_chat
+    from adaserve.loadgen.tokens import target_tokenizer, text_tokens
+
     lo, hi = LONGCTX_TOKENS
-    for p in prompt_set("longctx", 8, seed=0):
+    tok, count = target_tokenizer(), text_tokens()
+    drawn = []
+    for seed in (*range(8), 26, 68):  # 26 and 68 draw over the cap
+        (p,) = prompt_set("longctx", 1, seed=seed)
+        want = min(random.Random(seed).randint(lo, hi),
+                   LONGCTX_CONTEXT - p.max_tokens - LONGCTX_ROOM)
         text = p.messages[0][1]
-        doc, _, q = text.rpartition("```\n\n")
-        assert lo * CHARS_PER_TOKEN <= len(doc) <= (hi + 200) * CHARS_PER_TOKEN
-        assert q.endswith(("?", "each.", "sentences.")) and "```python" in doc
+        assert text.startswith("```python\n")
+        doc, _, q = text.rpartition("\n```\n\n")
+        n = count(doc[len("```python\n"):])
+        assert want - 100 <= n <= want, (seed, want, n)
+        assert len(encode_chat(tok, p.as_messages())) + p.max_tokens <= LONGCTX_CONTEXT
+        assert q.endswith(("?", "each.", "sentences."))
+        drawn.append(want)
+    assert max(drawn) == LONGCTX_CONTEXT - 96 - LONGCTX_ROOM  # the cap was exercised
 
 
 def test_shift_stream_moves_from_own_domain_to_code():
