@@ -34,7 +34,7 @@ from adaserve.loadgen.options import add_mix_draw_args
 from adaserve.loadgen.points import Point, points, slo_classes  # noqa: F401 (bench.Point)
 from adaserve.loadgen.run import commit, machine
 from adaserve.loadgen.serve_process import ServeProcess
-from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS
+from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, PROMPT_SETS_HELP
 from adaserve.scheduler import split_specs
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
@@ -101,7 +101,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=1,
                    help="runs per point, with seeds --seed, --seed + 1, ...")
     p.add_argument("--prompts", choices=list(PROMPT_SETS), default="mixed",
-                   help="short, long or mixed prompt set")
+                   help=PROMPT_SETS_HELP)
     p.add_argument("--max-tokens", type=int, default=0,
                    help="output tokens per request (0: the prompt set's)")
     p.add_argument("--seed", type=int, default=0,
@@ -196,6 +196,15 @@ def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path) ->
     return json.loads((out / "summary.json").read_text())
 
 
+def online_delta(before: dict[str, float], server: ServeProcess) -> dict[str, float]:
+    """What a server's online draft adaptation did during one run: updates swapped in and
+    rolled back since ``before``, and whether one was training at the end."""
+    after = server.online_draft()
+    return {"updates": after["updates"] - before["updates"],
+            "rollbacks": after["rollbacks"] - before["rollbacks"],
+            "training_at_end": after["training"]}
+
+
 def _fresh(path: Path) -> Path:
     """`path`, or path~2, ~3 ... where an earlier sweep (extended now) left its server log."""
     fresh, n = path, 2
@@ -288,6 +297,7 @@ def main(args: argparse.Namespace) -> int:
                                       f"{shlex.quote(str(log.with_suffix('.iterations.jsonl')))}",
                                       log, baseline)
             baseline = server.info["baseline_latency_ms"]
+            online = bool(server.info.get("online_draft"))
             try:
                 if sim is None:
                     warm(server)
@@ -295,6 +305,7 @@ def main(args: argparse.Namespace) -> int:
                     for seed in [x for x in todo(policy, point) if x in seeds]:
                         name = f"{policy}-{point.label}-s{seed}"
                         t0 = time.time()
+                        before = server.online_draft() if online else None
                         s = (server.run(point, seed, raw / name) if sim is not None
                              else run_point(args, server, point, seed, raw / name))
                         o = s["rows"][-1]
@@ -304,7 +315,9 @@ def main(args: argparse.Namespace) -> int:
                         runs.append({"policy": policy, "point": point.label, "seed": seed,
                                      "rate": point.rate, "urgent": point.urgent,
                                      "urgent_scale": point.urgent_scale, "dir": name,
-                                     "server": server.info, "summary": s})
+                                     "server": server.info, "summary": s,
+                                     **({"online_draft": online_delta(before, server)}
+                                        if online else {})})
                         save()
             finally:
                 server.stop()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from adaserve.loadgen.workload import DEFAULT_MIX, MIX_DRAWS, PROMPT_SETS
+from adaserve.loadgen.workload import DEFAULT_MIX, MIX_DRAWS, PROMPT_SETS, PROMPT_SETS_HELP
 
 TRAFFIC: tuple[tuple[str, dict], ...] = (
     ("--arrival", dict(choices=["poisson", "gamma", "trace", "paper"], default="poisson",
@@ -32,7 +32,7 @@ TRAFFIC: tuple[tuple[str, dict], ...] = (
     ("--urgent", dict(type=float, default=-1.0,
                       help="urgent proportion in [0, 1] (overrides the mix's; -1: keep it)")),
     ("--prompts", dict(choices=list(PROMPT_SETS), default="mixed",
-                       help="short, long or mixed prompt set")),
+                       help=PROMPT_SETS_HELP)),
     ("--max-tokens", dict(type=int, default=0,
                           help="output tokens per request (0: the prompt set's, or the "
                                "trace's)")),

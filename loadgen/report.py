@@ -162,9 +162,27 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
     by_point("Drain: the sends' span and the time from the last send to the last finish, s "
              "(mean over runs)", lambda pol, p: _drain_cell(spans[(pol, p)]))
     lines += speed_lines(out / "raw")
+    lines += online_lines(runs)
     lines += ["## Goals", ""] + goals(exp, t, policies, pts) + [""]
     lines += ["## Plots", ""] + [f"![{n}]({n})" for n in plots(out, exp, runs, t, policies, pts)]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def online_lines(runs: list[dict]) -> list[str]:
+    """Per run of a server adapting its draft online (bench's ``online_draft``): updates
+    swapped in and rolled back during the run, so a page shows that the trainer ran."""
+    rows = [r for r in runs if "online_draft" in r]
+    if not rows:
+        return []
+    lines = ["## Online draft updates", "",
+             "Per run: updates swapped in / rolled back during it (from the server's "
+             "/metrics before and after), and whether one was still training at its end.", "",
+             "| policy | point | seed | swapped in | rolled back | training at the end |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r['policy']} | {r['point']} | {r['seed']} | {o['updates']:.0f} | "
+              f"{o['rollbacks']:.0f} | {'yes' if o['training_at_end'] else 'no'} |"
+              for r in rows for o in (r["online_draft"],)]
+    return lines + [""]
 
 
 def _ttft(vals: list) -> str:

@@ -11,6 +11,21 @@ from pathlib import Path
 
 import httpx
 
+ONLINE_PREFIX = "adaserve_online_draft_"
+ONLINE_KEYS = ("updates", "rollbacks", "training")
+
+
+def online_counters(metrics: str) -> dict[str, float]:
+    """From a server's /metrics text, its online draft counters (adaserve_online_draft_*):
+    updates swapped in, rolled back, and 1 while one is training; 0 when adaptation is
+    off."""
+    out = {}
+    for line in metrics.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith(ONLINE_PREFIX) and name[len(ONLINE_PREFIX):] in ONLINE_KEYS:
+            out[name[len(ONLINE_PREFIX):]] = float(value)
+    return out
+
 
 class ServeProcess:
     def __init__(self, flags: list[str], log: Path, timeout_s: float = 300.0) -> None:
@@ -40,6 +55,10 @@ class ServeProcess:
         except BaseException:
             self.stop()
             raise
+
+    def online_draft(self) -> dict[str, float]:
+        """The server's online draft counters now (online_counters of its /metrics)."""
+        return online_counters(httpx.get(f"{self.url}/metrics", timeout=10).text)
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -20,6 +20,9 @@ from adaserve.loadgen.tokens import line_cutter
 
 DEFAULT_MIX = "urgent=0.6,moderate=0.2,relaxed=0.2"
 PROMPT_SETS = ("short", "long", "mixed", "longctx", "shift")
+PROMPT_SETS_HELP = ("prompt set: short, long, mixed (the two alternating), longctx (2-8k-token "
+                    "documents with a question) or shift (the draft's own domain moving to "
+                    "code); docs/loadgen.md")
 # sets whose order is the workload (a stream that changes over the run): every request
 # gets its own prompt, none is reused
 ORDERED_SETS = ("shift",)

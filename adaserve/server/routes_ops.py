@@ -57,6 +57,9 @@ async def server_info(srv: ServerDep) -> dict:
         "device": engine.models.device, "max_context": cfg.max_context,
         "max_batch": engine.core.n_slots, "max_waiting": cfg.max_waiting,
         "kv_cache": _kv_cache(engine),
+        # None when off; else its interval (docs/draft.md "Online adaptation")
+        "online_draft": None if cfg.online_draft is None else {
+            "interval": cfg.online_draft.interval},
         "baseline_latency_ms": settings.baseline_ms,
         "slo_classes": [{"name": c.name, "tpot_ms": c.tpot_ms, "spec": c.spec,
                          "ttft_ms": _rounded(srv.default_ttft_ms(c.tpot_ms))}

@@ -96,3 +96,21 @@ def test_rate_goal_pairs_the_seeds_and_reads_every_adaserve_entry(tmp_path):
     assert "(per seed +3.0 points, SE 7.0, 2 seeds)" in text
     assert "adaserve-table: 47.5% = **1.19x**" in text
     assert "(per seed +7.5 points, SE 2.5, 2 seeds)" in text
+
+
+def test_page_lists_each_runs_online_draft_updates(tmp_path):
+    """A run of a server adapting its draft online carries what its trainer did (bench's
+    online_delta); the page shows it per run, and only for those runs."""
+    runs = [_run(tmp_path, "adaserve", "1.0", 0.5, 8.0, 0.5),
+            _run(tmp_path, "adaserve-online", "1.0", 0.52, 8.5, 0.52)]
+    runs[1]["online_draft"] = {"updates": 2.0, "rollbacks": 1.0, "training_at_end": 1.0}
+    meta = {"experiment": "rate", "command": "adaserve bench", "machine": "m", "date": "d",
+            "wall_minutes": 1.0, "requests_per_point": 5, "repeats": 1, "mix": "urgent=1",
+            "prompts": "shift"}
+    write_report(tmp_path, meta, runs)
+    md = (tmp_path / "summary.md").read_text()
+    assert "## Online draft updates" in md
+    assert "| adaserve-online | 1.0 | 0 | 2 | 1 | yes |" in md
+    assert "| adaserve | 1.0 | 0 |" not in md
+    write_report(tmp_path, meta, runs[:1])
+    assert "Online draft" not in (tmp_path / "summary.md").read_text()

@@ -184,6 +184,18 @@ def test_best_effort_class_exports_no_attainment(live):
     assert data["attainment"].get("best-effort") is None
 
 
+def test_bench_reads_the_online_draft_counters_from_metrics(live):
+    """bench's per-run online draft counts (loadgen/serve_process.online_counters) read
+    the names /metrics exports: all three, 0 on a server that does not adapt."""
+    from adaserve.loadgen.serve_process import ONLINE_KEYS, online_counters
+
+    with live.client() as c:
+        counters = online_counters(c.get("/metrics").text)
+        info = c.get("/server_info").json()
+    assert counters == dict.fromkeys(ONLINE_KEYS, 0.0)
+    assert info["online_draft"] is None
+
+
 def test_metrics_count_requests_per_class(live):
     with live.client() as c:
         before = c.get("/metrics").text
