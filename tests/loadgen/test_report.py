@@ -24,6 +24,12 @@ def _run(tmp_path, policy, point, att, good, urgent_att, e2e=None, finish_s=1.0)
             "summary": {"rows": rows}}
 
 
+def _meta(prompts: str = "short") -> dict:
+    return {"experiment": "rate", "command": "adaserve bench", "machine": "m", "date": "d",
+            "wall_minutes": 1.0, "requests_per_point": 5, "repeats": 1, "mix": "urgent=1",
+            "prompts": prompts}
+
+
 def test_rate_goal_is_read_at_every_load_where_the_best_baseline_is_below_60(tmp_path):
     data = {  # policy: [(attainment, goodput)] at rates 0.5, 1.0, 2.0
         "adaserve": [(0.99, 10.0), (0.90, 16.0), (0.5, 9.0)],
@@ -42,9 +48,7 @@ def test_rate_goal_is_read_at_every_load_where_the_best_baseline_is_below_60(tmp
     assert "Rate 2.0: the best baseline" in text and "is global-greedy with 30.0%" in text
     assert "**1.67x**" in text  # 0.5 / 0.3
     assert "per seed" not in text  # one seed: no paired spread to give
-    meta = {"experiment": "rate", "command": "adaserve bench", "machine": "m", "date": "d",
-            "wall_minutes": 1.0, "requests_per_point": 5, "repeats": 1, "mix": "urgent=1",
-            "prompts": "short"}
+    meta = _meta()
     write_report(tmp_path, meta, runs)
     md = (tmp_path / "summary.md").read_text()
     assert "| 1.0 | 90.0% | 55.0% | 50.0% |" in md
@@ -70,9 +74,7 @@ def test_page_gives_both_readings_ttft_and_drain_and_only_non_adaserve_baselines
     text = " ".join(goals("rate", t, ["adaserve", "adaserve-authors", "incremental"], ["2.0"]))
     assert "incremental with 40.0%" in text and "**1.25x**" in text and ": met" in text
     assert "end to end 30.0% = **0.75x** the best baseline's 40.0% (NOT met)" in text
-    meta = {"experiment": "rate", "command": "adaserve bench", "machine": "m", "date": "d",
-            "wall_minutes": 1.0, "requests_per_point": 5, "repeats": 1, "mix": "urgent=1",
-            "prompts": "short"}
+    meta = _meta()
     write_report(tmp_path, meta, runs)
     md = (tmp_path / "summary.md").read_text()
     assert "## End-to-end attainment" in md and "| 2.0 | 30.0% | 50.0% | 40.0% |" in md
@@ -104,9 +106,7 @@ def test_page_lists_each_runs_online_draft_updates(tmp_path):
     runs = [_run(tmp_path, "adaserve", "1.0", 0.5, 8.0, 0.5),
             _run(tmp_path, "adaserve-online", "1.0", 0.52, 8.5, 0.52)]
     runs[1]["online_draft"] = {"updates": 2.0, "rollbacks": 1.0, "training_at_end": 1.0}
-    meta = {"experiment": "rate", "command": "adaserve bench", "machine": "m", "date": "d",
-            "wall_minutes": 1.0, "requests_per_point": 5, "repeats": 1, "mix": "urgent=1",
-            "prompts": "shift"}
+    meta = _meta("shift")
     write_report(tmp_path, meta, runs)
     md = (tmp_path / "summary.md").read_text()
     assert "## Online draft updates" in md
