@@ -1,5 +1,6 @@
 """`adaserve serve` in its own process on a free loopback port, waited for until /health
-answers: what the sweeps, the memory benchmark and the CLI test each need."""
+answers, and its /metrics read: what the sweeps, the soak and memory benchmarks and the CLI
+test each need."""
 
 from __future__ import annotations
 
@@ -10,21 +11,31 @@ import time
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 ONLINE_PREFIX = "adaserve_online_draft_"
 ONLINE_KEYS = ("updates", "rollbacks", "training")
 
 
+def parse_metrics(text: str) -> dict[str, float]:
+    """The server's adaserve_* samples as 'name{label="v",...}' -> value (labels sorted;
+    histogram buckets and _created timestamps left out)."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if not s.name.startswith("adaserve_") or s.name.endswith(("_bucket", "_created")):
+                continue
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = float(s.value)
+    return out
+
+
 def online_counters(metrics: str) -> dict[str, float]:
     """From a server's /metrics text, its online draft counters (adaserve_online_draft_*):
     updates swapped in, rolled back, and 1 while one is training; 0 when adaptation is
-    off."""
-    out = {}
-    for line in metrics.splitlines():
-        name, _, value = line.partition(" ")
-        if name.startswith(ONLINE_PREFIX) and name[len(ONLINE_PREFIX):] in ONLINE_KEYS:
-            out[name[len(ONLINE_PREFIX):]] = float(value)
-    return out
+    off. KeyError when the server exports one of them under another name."""
+    m = parse_metrics(metrics)
+    return {k: m[ONLINE_PREFIX + k] for k in ONLINE_KEYS}
 
 
 class ServeProcess:

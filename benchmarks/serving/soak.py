@@ -42,15 +42,15 @@ from pathlib import Path
 
 import httpx
 import psutil  # installed with locust, which the soak needs anyway (the [loadgen] extra)
-from benchmarks.serving.soak_checks import (completion_rate, failures, others_cores,
-                                            parse_metrics, rss_slope, soak_requests)
+from benchmarks.serving.soak_checks import (completion_rate, failures, others_cores, rss_slope,
+                                            soak_requests)
 from benchmarks.serving.soak_page import PROBE_QUEUE, page, plot
 from benchmarks.shared.common import RESULTS, commit, machine
 from benchmarks.shared.page import Made
 
 from adaserve.loadgen.records import read_jsonl
 from adaserve.loadgen.run import render as render_loadgen
-from adaserve.loadgen.serve_process import ServeProcess
+from adaserve.loadgen.serve_process import ServeProcess, parse_metrics
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, ClassMix, prompt_set
 
 

@@ -1,5 +1,6 @@
 """The arithmetic of the soak benchmark (benchmarks/serving/soak.py), apart from the server so it
-is tested on made-up inputs: Prometheus samples, failure counts from the load generator's
+is tested on made-up inputs: sums over Prometheus samples (parsed by
+adaserve.loadgen.serve_process.parse_metrics), failure counts from the load generator's
 records, the capacity a probe measured, and the RSS slope."""
 
 from __future__ import annotations
@@ -9,22 +10,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from prometheus_client.parser import text_string_to_metric_families
 
 from adaserve.loadgen.records import Record
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """The server's adaserve_* samples as 'name{label="v",...}' -> value (labels sorted;
-    histogram buckets and _created timestamps left out)."""
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if not s.name.startswith("adaserve_") or s.name.endswith(("_bucket", "_created")):
-                continue
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-            out[f"{s.name}{{{labels}}}" if labels else s.name] = float(s.value)
-    return out
 
 
 def total(metrics: dict[str, float], name: str) -> float:

@@ -1,5 +1,6 @@
 """The soak benchmark's arithmetic (benchmarks/serving/soak_checks.py) on made-up inputs: metrics
-parsing, failure counts from records, the probe's rate, the request count, the RSS slope."""
+parsing (loadgen/serve_process.py, which the soak and bench share), failure counts from
+records, the probe's rate, the request count, the RSS slope."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from adaserve.loadgen.records import Record
+from adaserve.loadgen.serve_process import parse_metrics
 
 from benchmarks.serving import soak_checks as soak
 
@@ -40,7 +42,7 @@ python_gc_objects_collected_total{generation="0"} 100.0
 
 
 def test_parse_metrics_keeps_adaserve_samples_without_buckets_or_created():
-    m = soak.parse_metrics(METRICS)
+    m = parse_metrics(METRICS)
     assert m["adaserve_running_requests"] == 0.0
     assert m["adaserve_waiting_requests"] == 2.0
     assert m['adaserve_requests_total{attained="false",slo_class="urgent"}'] == 2.0
@@ -49,7 +51,7 @@ def test_parse_metrics_keeps_adaserve_samples_without_buckets_or_created():
 
 
 def test_total_sums_label_sets_and_not_longer_names():
-    m = soak.parse_metrics(METRICS)
+    m = parse_metrics(METRICS)
     assert soak.total(m, "adaserve_requests_total") == 6.0
     assert soak.total(m, "adaserve_running_requests") == 0.0
     assert soak.total(m, "adaserve_tpot_seconds") == 0.0  # only _count/_sum exist
