@@ -60,6 +60,7 @@ def agreement_along(student, tokens: list[int], n_prompt: int) -> np.ndarray:
 
 def run(args: argparse.Namespace) -> int:
     from adaserve.distill.online import InlineTrainer, student_from_draft, to_llama, _draft_dir
+    from adaserve.distill.train import head_index
     from adaserve.engine import EngineConfig, SamplingParams
     from adaserve.engine.core import EngineCore
     from adaserve.engine.loader import load_models
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / "domain-shift"
     out.mkdir(parents=True, exist_ok=True)
     ecfg = EngineConfig(policy="chain-4", max_batch=args.batch, max_context=1024)
-    ocfg = OnlineDraftConfig(interval=args.interval, sync=True, seed=args.seed)
+    ocfg = OnlineDraftConfig(interval=args.interval, sync=True, seed=args.seed,
+                             head_rows=args.head_rows)
     models = load_models(ecfg)
     tok = models.tokenizer
     stream = domain_shift_set(args.requests, args.seed, args.max_tokens)
@@ -90,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         tr.student.load_state_dict(st["student"])
         tr.opt.load_state_dict(st["opt"])
         tr.replay, tr.seen, tr.updates = st["replay"], st["seen"], st["updates"]
+        tr.served = st["served_counts"]
         tr.rng.setstate(st["rng"])
         online.buffer.held.extend(st["held"])
         for rec in st["sealed"]:  # finished, not yet trained on
@@ -98,11 +101,11 @@ def run(args: argparse.Namespace) -> int:
         online.buffer.served, online.reports = st["served"], st["reports"]
         online.version, online.since = st["version"], st["since"]
         rows, runs = st["rows"], st["runs"]
+        tr.hidx = head_index(tr.student.head_ids, tr.student.embed.shape[0])
         if online.version:
-            core.executor.replace_draft(
-                to_llama({k: v for k, v in tr.student.export_state(torch.float32).items()
-                          if k != "adaserve.token_ids"}, models.draft.cfg, models.draft.embed,
-                         models.draft.skinny), [])
+            new = to_llama(tr.student.export_state(torch.float32), models.draft.cfg,
+                           models.draft.embed, models.draft.skinny)
+            core.executor.replace_draft(new.model, [], new.token_ids)
     t_start, i0 = time.time(), len(rows)
     i = i0
     while i < len(stream) and (time.time() - t_start) / 60 < args.piece_minutes:
@@ -143,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
     tr = trainer.trainer
     torch.save({"settings": _settings(args), "student": tr.student.state_dict(),
                 "opt": tr.opt.state_dict(), "replay": tr.replay, "seen": tr.seen,
+                "served_counts": tr.served,
                 "updates": tr.updates, "rng": tr.rng.getstate(), "held": list(online.buffer.held),
                 "sealed": list(online.buffer.sealed),
                 "served": online.buffer.served, "reports": online.reports,
@@ -195,8 +199,11 @@ def finish(args, rows, runs, reports, original, adapted, models) -> dict:
 
 
 def _settings(args) -> dict:
-    return {"requests": args.requests, "batch": args.batch, "interval": args.interval,
-            "max_tokens": args.max_tokens, "seed": args.seed}
+    out = {"requests": args.requests, "batch": args.batch, "interval": args.interval,
+           "max_tokens": args.max_tokens, "seed": args.seed}
+    if args.head_rows:  # runs made before the option keep their settings
+        out["head_rows"] = args.head_rows
+    return out
 
 
 def main(args: argparse.Namespace) -> int:

@@ -15,7 +15,9 @@ class OnlineDraftConfig:
     buffered target distributions go to a trainer process, which takes ``steps`` optimizer
     steps of forward KL (seed 004 Eq. 2, 4) on them mixed with a replay sample, then
     checks greedy agreement on a held-back slice of served requests; only an update that
-    does not lower it is swapped in (docs/draft.md "Online adaptation").
+    does not lower it is swapped in (docs/draft.md "Online adaptation"). With ``head_rows``
+    the draft's subset head follows the traffic too: rows whose tokens no served output
+    used pass to tokens served outside the head (the draft cannot propose those at all).
     """
 
     interval: int = 32  # I (seed 004 Alg. 1): served requests between updates
@@ -26,6 +28,8 @@ class OnlineDraftConfig:
     heldout_every: int = 8  # every n-th served request is held back, never trained on
     heldout_requests: int = 32  # the held-back slice: the most recent held-back requests
     steps: int = 8  # optimizer steps per update
+    head_rows: int = 0  # head rows that may pass, per update, to served tokens outside it
+    head_min_count: int = 2  # served occurrences before a token outside the head may get a row
     tokens_per_step: int = 1024  # padded tokens per training batch
     lr: float = 2e-4
     max_len: int = 512  # training sequences keep their last max_len tokens
@@ -38,7 +42,8 @@ class OnlineDraftConfig:
 
     def __post_init__(self) -> None:
         ints = {"interval": 1, "buffer_positions": 1, "top_k": 1, "replay_requests": 0,
-                "heldout_every": 2, "heldout_requests": 1, "steps": 0, "tokens_per_step": 16,
+                "heldout_every": 2, "heldout_requests": 1, "steps": 0, "head_rows": 0,
+                "head_min_count": 1, "tokens_per_step": 16,
                 "max_len": 8, "threads": 1, "nice": 0, "pause_waiting": 0}
         for name, low in ints.items():
             v = getattr(self, name)

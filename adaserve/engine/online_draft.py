@@ -17,6 +17,7 @@ what the offline distillation trained on (top-32 there, adaserve/distill/train.p
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -181,7 +182,8 @@ class OnlineDraft:
         report, draft = got
         if draft is not None:
             t0 = time.perf_counter()
-            self.executor.replace_draft(draft, [r.tokens for r in slots])
+            self.executor.replace_draft(draft.model, [r.tokens for r in slots],
+                                        draft.token_ids)
             self.version += 1
             report = _with_swap(report, time.perf_counter() - t0)
         self.reports.append(report)
@@ -204,5 +206,4 @@ class OnlineDraft:
 
 
 def _with_swap(r: UpdateReport, seconds: float) -> UpdateReport:
-    return UpdateReport(r.swapped, r.agreement_before, r.agreement_after, r.steps, r.loss,
-                        r.train_seconds, r.requests, seconds)
+    return dataclasses.replace(r, swap_seconds=seconds)

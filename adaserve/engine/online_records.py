@@ -32,3 +32,4 @@ class UpdateReport:
     train_seconds: float
     requests: int  # fresh training requests
     swap_seconds: float = 0.0  # the engine's pause to install it (0 when not swapped)
+    head_rows: int = 0  # head rows passed to tokens served outside the head (when swapped)

@@ -157,13 +157,16 @@ class TorchExecutor(Executor):
             self.tap(reqs, candidates, mask, res)
         return res
 
-    def replace_draft(self, draft: Llama, contexts: Sequence[Sequence[int]]) -> None:
-        """Speculate with ``draft`` from the next iteration on. Called between iterations:
-        one reference changes, so no forward ever mixes the two drafts' weights. Every
+    def replace_draft(self, draft: Llama, contexts: Sequence[Sequence[int]],
+                      token_ids: torch.Tensor | None = None) -> None:
+        """Speculate with ``draft`` from the next iteration on (its head rows standing for
+        ``token_ids``, when given). Called between iterations: one reference changes, so
+        no forward ever mixes the two drafts' weights or ids. Every
         occupied slot's draft K/V is recomputed with the new weights (``contexts[s]``: the
         tokens of the request in slot s; the cache holds their first draft_len[s]), so no
         request keeps speculating over the old draft's keys either."""
-        self.models = dataclasses.replace(self.models, draft=draft)
+        ids = self.models.draft_token_ids if token_ids is None else token_ids
+        self.models = dataclasses.replace(self.models, draft=draft, draft_token_ids=ids)
         slots = [s for s, toks in enumerate(contexts) if self.draft_len[s] > 0]
         for i in range(0, len(slots), _REFILL_ROWS):
             group = slots[i: i + _REFILL_ROWS]

@@ -44,8 +44,10 @@ def build(args: argparse.Namespace) -> Built:
                        context_table=args.context_table,
                        max_waiting=args.max_waiting, prefill_mode=args.prefill_mode,
                        profile=args.profile, device=args.device,
-                       online_draft=(OnlineDraftConfig(interval=args.online_draft_interval)
-                                     if args.online_draft else None))
+                       online_draft=(OnlineDraftConfig(
+                           interval=args.online_draft_interval,
+                           head_rows=args.online_draft_head_rows)
+                           if args.online_draft else None))
     models = load_models(cfg)
     profile = load_profile(cfg)
     if profile is None or not profile.budget_trusted:

@@ -73,6 +73,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "state in /metrics (adaserve_online_draft_*)")
     p.add_argument("--online-draft-interval", type=int, default=32, metavar="I",
                    help="served requests between online draft updates (default 32)")
+    p.add_argument("--online-draft-head-rows", type=int, default=0, metavar="N",
+                   help="draft head rows that may pass, per update, to served tokens outside "
+                        "the head (default 0: the head stays as distilled; docs/draft.md)")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="larger request bodies get 413 (default 1 MiB)")

@@ -1,7 +1,8 @@
 """Online draft adaptation (adaserve/engine/online_draft.py, adaserve/distill/online.py):
 the buffer stays bounded, a swap is atomic and leaves the draft cache as the new draft
 would have built it, a worse update is rolled back, and greedy output is incremental's
-before, during and after swaps (the real SmolLM2 pair)."""
+before, during and after swaps (the real SmolLM2 pair); with head_rows, head rows pass to
+served tokens outside the head, roll back with a rejected update, and reach the engine."""
 
 from __future__ import annotations
 
@@ -102,6 +103,60 @@ def test_worse_update_is_rolled_back(pair):
     assert len(trainer.replay) == len(CODE)  # what it saw still joins the replay
 
 
+def _outside_head_records(models, n_rows: int) -> tuple[list[ServedRecord], np.ndarray]:
+    """Training records whose outputs serve, twice each, n_rows token ids outside the
+    draft's head (beside the CODE records' own)."""
+    ids = models.draft_token_ids.numpy()
+    outside = np.setdiff1d(np.arange(1000, 1000 + 4 * n_rows), ids)[:n_rows]
+    recs = _records(models, CODE)
+    r = recs[0]
+    toks = np.concatenate([r.tokens, np.repeat(outside, 2).astype(np.int32)])
+    return [ServedRecord(toks, r.n_prompt, r.positions, r.topk_ids, r.topk_probs)] + recs[1:], \
+        outside
+
+
+def test_head_follows_the_traffic_and_rolls_back_with_the_update(pair):
+    ecfg, models = pair
+    from adaserve.distill.online import _draft_dir
+    from adaserve.distill.train import head_index
+
+    held = _records(models, [" ".join(PROMPTS[i: i + 4]) for i in range(4)])
+    fresh, outside = _outside_head_records(models, 6)
+    original = models.draft_token_ids.clone()
+    # an update that is kept: the six tokens get rows, taken from the head's end among
+    # rows whose tokens nothing served used
+    student = student_from_draft(_draft_dir(ecfg), models.draft.embed.float())
+    cfg = OnlineDraftConfig(steps=1, tokens_per_step=256, min_gain=-1.0, head_rows=4)
+    trainer = OnlineTrainer(cfg, student)
+    report, state = trainer.update(fresh, held)
+    assert report.swapped and report.head_rows == 4  # at most head_rows per update
+    ids = student.head_ids
+    moved = torch.nonzero(ids != original).flatten()
+    assert len(moved) == 4
+    served = set(np.concatenate([r.tokens[r.n_prompt:] for r in fresh]).tolist())
+    assert not served & set(original[moved].tolist())  # no served token lost its row
+    assert moved.min() > len(original) - 200  # from the end: the rarest offline
+    # the most served tokens outside the head come first, ties by id
+    cnt = np.bincount(np.concatenate([r.tokens[r.n_prompt:] for r in fresh]),
+                      minlength=student.embed.shape[0])
+    inside = set(original.tolist())
+    want = [t for t in np.argsort(-cnt, kind="stable") if cnt[t] >= 2 and t not in inside][:4]
+    assert sorted(ids[moved].tolist()) == sorted(want)
+    assert set(want) & set(outside.tolist())  # the planted ones are among them
+    assert torch.equal(state["adaserve.token_ids"], ids)
+    assert torch.equal(trainer.hidx, head_index(ids, student.embed.shape[0]))
+    assert int(trainer.hidx[int(ids[moved[0]])]) == int(moved[0])
+    # a rejected update puts the head back as it was, ids and index too
+    cfg = OnlineDraftConfig(lr=3.0, steps=2, tokens_per_step=256, head_rows=8)
+    student = student_from_draft(_draft_dir(ecfg), models.draft.embed.float())
+    trainer = OnlineTrainer(cfg, student)
+    report, state = trainer.update(fresh, held)
+    assert not report.swapped and state is None and report.head_rows == 0
+    assert torch.equal(student.head_ids, original)
+    assert torch.equal(trainer.hidx, head_index(original, student.embed.shape[0]))
+    assert trainer.served[outside].tolist() == [2] * len(outside)  # what it saw is counted
+
+
 def test_swap_is_atomic_and_rebuilds_the_draft_cache(pair):
     ecfg, models = pair
     core = EngineCore(ecfg, models)
@@ -155,8 +210,9 @@ def test_greedy_output_is_incremental_across_swaps(pair, tokenizer):
              for i, p in enumerate(PROMPTS[:6] + CODE)]
     want = run_workload(make_core("incremental", max_batch=16), sched)
     core = EngineCore(EngineConfig(policy="chain-4", max_batch=4), models)
+    # head rows move too: a swap changes the ids the draft's rows stand for mid-serve
     cfg = OnlineDraftConfig(interval=2, heldout_every=2, steps=2, tokens_per_step=256,
-                            min_gain=-1.0)
+                            min_gain=-1.0, head_rows=32, head_min_count=1)
     online = OnlineDraft(cfg, core.executor, InlineTrainer.for_models(cfg, ecfg, models))
     got: dict[str, list[int]] = {}
     pending = sorted(sched, key=lambda s: s[0])
@@ -172,6 +228,8 @@ def test_greedy_output_is_incremental_across_swaps(pair, tokenizer):
         online.after_step(outs, len(core.waiting), core.slots)
         step += 1
     assert online.version >= 2  # swaps happened, with requests in flight
+    assert sum(r.head_rows for r in online.reports) > 0
+    assert not torch.equal(core.executor.models.draft_token_ids, models.draft_token_ids)
     assert got == want
 
 
@@ -193,8 +251,9 @@ def test_trainer_process_updates_pauses_and_stops(pair):
         client.pause(False)
         report, draft = client.result(block=True)
         assert report.swapped and report.steps == 1
-        assert draft.n_layers == models.draft.n_layers
-        assert draft.lm_head.shape == models.draft.lm_head.shape
+        assert draft.model.n_layers == models.draft.n_layers
+        assert draft.model.lm_head.shape == models.draft.lm_head.shape
+        assert torch.equal(draft.token_ids, models.draft_token_ids)  # head_rows is 0 here
         assert os.getpriority(os.PRIO_PROCESS, client.proc.pid) == cfg.nice
     finally:
         client.close()
