@@ -37,6 +37,7 @@ def write_page(out: Path, s: dict) -> None:
     own = s["own"]
     own_ratio = own["on"] / own["off"] if own["off"] else math.nan
     swaps = sum(r["swapped"] for r in s["reports"])
+    moved = sum(r.get("head_rows", 0) for r in s["reports"])  # pages of older runs lack it
     run0 = s["runs"][0]
     minutes = sum(r["minutes"] for r in s["runs"])
     lines = [
@@ -70,6 +71,9 @@ def write_page(out: Path, s: dict) -> None:
         "rolled back; held-back agreement before -> after each: "
         + ", ".join(f"{r['agreement_before']:.3f}->{r['agreement_after']:.3f}"
                     for r in s["reports"]) + ".",
+        *([f"Head rows moved to tokens served outside the head (at most "
+           f"{s['settings']['head_rows']} per update): {moved} in the updates swapped in."]
+          if s["settings"].get("head_rows") else []),
         f"Training time per update (inline, 2 threads): mean "
         f"{_mean([r['train_seconds'] for r in s['reports']]):.1f} s.",
         f"Replay check: on {len(checked)} requests served by one draft, the replayed "
