@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime as dt
+import fcntl
 import json
 import time
 from pathlib import Path
@@ -136,8 +137,13 @@ def replay(data: list[dict], cfg, batch: int) -> dict:
 def render(entries: list[dict]) -> str:
     lines = ["# Online trainer settings, replayed on kept domain-shift streams",
              "",
-             "Each row: `python -m benchmarks.engine.online_replay` with the settings shown, "
-             "on the run named (benchmarks/engine/online_replay.py says how). Windows: on / "
+             "- command: `python -m benchmarks.engine.online_replay --run RUN [settings]`, "
+             "one row each (`--render` rewrites this page from results/online_replay.json)",
+             f"- code version: commit {entries[-1]['commit']} (the last row; each row names "
+             "its own)",
+             "",
+             "Each row: the module with the settings shown, on the run named "
+             "(benchmarks/engine/online_replay.py says how). Windows: on / "
              "off - 1 (%) per 100 requests, as the run's page; own: adapted / original "
              "tokens per step on 64 own-domain requests. Counts, not times: other load does "
              "not move them.",
@@ -169,7 +175,13 @@ def main() -> int:
                    help="the trainer's seed (its replay draws and batch order): another "
                         "seed shows how far one run's numbers are from another's")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--render", action="store_true",
+                   help="only rewrite results/online_replay.md from its JSON")
     args = p.parse_args()
+    if args.render:
+        entries = json.loads((RESULTS / "online_replay.json").read_text())
+        (RESULTS / "online_replay.md").write_text(render(entries))
+        return 0
     import torch
 
     from adaserve.engine.online_config import OnlineDraftConfig
@@ -183,17 +195,19 @@ def main() -> int:
                             heldout_requests=args.heldout_requests, head_rows=args.head_rows,
                             seed=args.seed)
     settings = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                        if k not in ("run", "threads") and v != p.get_default(k))
+                        if k not in ("run", "threads", "render") and v != p.get_default(k))
     entry = {"run": str(args.run), "settings": settings or "(defaults)",
              "result": replay(data, cfg, batch), "minutes": round((time.time() - t0) / 60, 1),
              "commit": commit(), "machine": machine(),
              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="minutes")}
     print(json.dumps(entry))
     path = RESULTS / "online_replay.json"
-    entries = json.loads(path.read_text()) if path.is_file() else []
-    entries.append(entry)
-    path.write_text(json.dumps(entries, indent=1) + "\n")
-    (RESULTS / "online_replay.md").write_text(render(entries))
+    with open(RESULTS / ".online_replay.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # variants run side by side append to one file
+        entries = json.loads(path.read_text()) if path.is_file() else []
+        entries.append(entry)
+        path.write_text(json.dumps(entries, indent=1) + "\n")
+        (RESULTS / "online_replay.md").write_text(render(entries))
     return 0
 
 

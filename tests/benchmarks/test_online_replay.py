@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.engine.online_replay import misses, render
+from benchmarks.shared.pages import module_of
 from adaserve.loadgen.domain_shift import chain_tokens_per_step
 
 
@@ -32,5 +33,12 @@ def test_page_row_names_run_settings_and_last_window():
                         "head_rows_moved": 120, "own": 1.17},
              "commit": "abc", "date": "2026-11-26T15:00", "machine": "vm"}
     page = render([entry])
+    assert "- command: `python -m benchmarks.engine.online_replay --run RUN [settings]`" in page
+    assert "- code version: commit abc" in page
     assert "| results/domain-shift | `--head-rows 64` | +0.0, +0.0, +0.0, +0.0, +12.5 | " \
            "**+12.5%** | 31 (19) | 120 | 1.17x | abc, 2026-11-26T15:00, vm |" in page
+
+
+def test_the_page_names_its_module():
+    assert module_of("python -m benchmarks.engine.online_replay --run RUN [settings]") == \
+        "benchmarks/engine/online_replay.py"
