@@ -34,19 +34,25 @@ import torch
 K = 4  # the static chain's draft tokens
 
 
-def chain_tokens_per_step(agree: np.ndarray, k: int = K) -> float:
-    """Tokens per step of a greedy k-token chain over an output of len(agree) tokens, where
+def chain_steps(agree: np.ndarray, k: int = K, start: int = 0) -> list[tuple[int, int]]:
+    """The steps of a greedy k-token chain along an output, from position ``start``, where
     agree[j] says the draft's top token at output position j (given the true prefix) is
-    the output token: each step accepts the leading agreeing run (at most k) and adds the
-    target's own token."""
-    n, p, steps = len(agree), 0, 0
+    the output token: (first position, draft tokens accepted) per step. Each step accepts
+    the leading agreeing run (at most k) and adds the target's own token."""
+    n, p, out = len(agree), start, []
     while p < n:
         a = 0
         while a < k and p + a < n and agree[p + a]:
             a += 1
+        out.append((p, a))
         p += a + 1
-        steps += 1
-    return n / steps if steps else 0.0
+    return out
+
+
+def chain_tokens_per_step(agree: np.ndarray, k: int = K) -> float:
+    """Tokens per step of a greedy k-token chain over an output of len(agree) tokens."""
+    steps = len(chain_steps(agree, k))
+    return len(agree) / steps if steps else 0.0
 
 
 @torch.no_grad()
@@ -60,7 +66,6 @@ def agreement_along(student, tokens: list[int], n_prompt: int) -> np.ndarray:
 
 def run(args: argparse.Namespace) -> int:
     from adaserve.distill.online import InlineTrainer, student_from_draft, to_llama, _draft_dir
-    from adaserve.distill.train import head_index
     from adaserve.engine import EngineConfig, SamplingParams
     from adaserve.engine.core import EngineCore
     from adaserve.engine.loader import load_models
@@ -89,10 +94,9 @@ def run(args: argparse.Namespace) -> int:
         if st["settings"] != _settings(args):
             raise ValueError(f"{state_path} was made with other settings; use another --out")
         tr = trainer.trainer
-        tr.student.load_state_dict(st["student"])
-        tr.opt.load_state_dict(st["opt"])
+        tr.restore(st["student"], st["opt"])
         tr.replay, tr.seen, tr.updates = st["replay"], st["seen"], st["updates"]
-        tr.served = st["served_counts"]
+        tr.served_tokens = st["served_counts"]
         tr.rng.setstate(st["rng"])
         online.buffer.held.extend(st["held"])
         for rec in st["sealed"]:  # finished, not yet trained on
@@ -101,7 +105,6 @@ def run(args: argparse.Namespace) -> int:
         online.buffer.served, online.reports = st["served"], st["reports"]
         online.version, online.since = st["version"], st["since"]
         rows, runs = st["rows"], st["runs"]
-        tr.hidx = head_index(tr.student.head_ids, tr.student.embed.shape[0])
         if online.version:
             new = to_llama(tr.student.export_state(torch.float32), models.draft.cfg,
                            models.draft.embed, models.draft.skinny)
@@ -146,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     tr = trainer.trainer
     torch.save({"settings": _settings(args), "student": tr.student.state_dict(),
                 "opt": tr.opt.state_dict(), "replay": tr.replay, "seen": tr.seen,
-                "served_counts": tr.served,
+                "served_counts": tr.served_tokens,
                 "updates": tr.updates, "rng": tr.rng.getstate(), "held": list(online.buffer.held),
                 "sealed": list(online.buffer.sealed),
                 "served": online.buffer.served, "reports": online.reports,

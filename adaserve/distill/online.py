@@ -142,7 +142,7 @@ class OnlineTrainer:
         self.updates = 0
         # how often each target id was served (outputs of training requests): which head
         # rows the traffic uses, and which tokens outside the head it asks for
-        self.served = np.zeros(student.embed.shape[0], np.int64)
+        self.served_tokens = np.zeros(student.embed.shape[0], np.int64)
         # new rows start as the target's tied head row (its input embedding) at the draft
         # head's typical scale: the draft's final hidden states are not the target's
         with torch.no_grad():
@@ -174,9 +174,7 @@ class OnlineTrainer:
         ok = math.isfinite(after) and after >= before + cfg.min_gain \
             and all(map(math.isfinite, losses))
         if not ok:  # roll back: the served draft stays, and so does what trains it
-            self.student.load_state_dict(saved[0])  # head ids too: a persistent buffer
-            self.opt.load_state_dict(saved[1])
-            self.hidx = head_index(self.student.head_ids, self.student.embed.shape[0])
+            self.restore(*saved)
             moved = 0
         self._remember(fresh)
         self.updates += 1
@@ -185,6 +183,13 @@ class OnlineTrainer:
                               time.perf_counter() - t0, len(fresh), head_rows=moved)
         state = self.student.export_state(torch.float32) if ok else None
         return report, state
+
+    def restore(self, student_state: dict, opt_state: dict) -> None:
+        """The student and optimizer as saved (a rollback, or a resumed run), with the
+        head's ids (a persistent buffer) and the index derived from them."""
+        self.student.load_state_dict(student_state)
+        self.opt.load_state_dict(opt_state)
+        self.hidx = head_index(self.student.head_ids, self.student.embed.shape[0])
 
     def _follow_traffic(self, fresh: list[ServedRecord]) -> int:
         """Count what ``fresh`` served; give up to head_rows rows whose tokens nothing
@@ -196,16 +201,16 @@ class OnlineTrainer:
         cfg = self.cfg
         outs = [r.tokens[r.n_prompt:] for r in fresh]
         if outs:
-            self.served += np.bincount(np.concatenate(outs).astype(np.int64),
-                                       minlength=self.served.size)[: self.served.size]
+            self.served_tokens += np.bincount(np.concatenate(outs).astype(np.int64),
+                                       minlength=self.served_tokens.size)[: self.served_tokens.size]
         if not cfg.head_rows:
             return 0
         ids = self.student.head_ids
-        outside = np.ones(self.served.size, bool)
+        outside = np.ones(self.served_tokens.size, bool)
         outside[ids.numpy()] = False
-        want = np.flatnonzero(outside & (self.served >= cfg.head_min_count))
-        want = want[np.lexsort((want, -self.served[want]))][: cfg.head_rows]
-        free = np.flatnonzero(self.served[ids.numpy()] == 0)[::-1][: want.size]
+        want = np.flatnonzero(outside & (self.served_tokens >= cfg.head_min_count))
+        want = want[np.lexsort((want, -self.served_tokens[want]))][: cfg.head_rows]
+        free = np.flatnonzero(self.served_tokens[ids.numpy()] == 0)[::-1][: want.size]
         want = torch.from_numpy(want[: free.size])
         rows = torch.from_numpy(free.copy())
         if rows.numel() == 0:

@@ -40,25 +40,17 @@ def teacher(run: Path, threads: int) -> list[dict]:
     cache = run / "teacher.pt"
     if cache.is_file():
         return torch.load(cache, weights_only=False)
-    from adaserve.distill.student import Student
+    from adaserve.distill.teacher import score_sequence
     from adaserve.engine import EngineConfig
     from adaserve.engine.loader import load_models
-    from adaserve.engine.model import ModelConfig
-    from adaserve.engine.weights import load_config, load_state
 
     torch.set_num_threads(threads)
-    models = load_models(EngineConfig(policy="chain-4"))
-    hf, state = load_config(models.path), load_state(models.path)
-    vocab = state["model.embed_tokens.weight"].shape[0]
-    # the target in training form: every layer, the full tied head
-    target = Student(ModelConfig.from_hf(hf), state, hf["num_hidden_layers"],
-                     torch.arange(vocab))
+    target = load_models(EngineConfig(policy="chain-4")).target
     out = []
     with torch.no_grad():
         for r in torch.load(run / "state.pt", weights_only=False)["rows"]:
             toks, n = list(r["prompt"]) + list(r["tokens"]), len(r["prompt"])
-            h = target.hidden(torch.tensor([toks]))[0, n - 1: len(toks) - 1]
-            top = torch.softmax(target.logits(h), -1).topk(TOP_K, -1)
+            top = torch.softmax(score_sequence(target, toks, n).float(), -1).topk(TOP_K, -1)
             if not np.array_equal(top.indices[:, 0].numpy(), np.asarray(r["tokens"])):
                 raise ValueError(f"request {r['i']}: the target's greedy tokens are not the "
                                  "run's output; was it made with another model?")
@@ -75,15 +67,10 @@ def misses(agree: np.ndarray, k: int) -> np.ndarray:
     """Output positions where a greedy k-chain's draft proposal is refused (what
     DisagreementBuffer keeps): the first disagreement of each step, not the one after a
     fully accepted chain (the draft proposed nothing there). Position 0 is the prefill's."""
-    out, p, n = [], 1, len(agree)
-    while p < n:
-        a = 0
-        while a < k and p + a < n and agree[p + a]:
-            a += 1
-        if a < k and p + a < n:
-            out.append(p + a)
-        p += a + 1
-    return np.asarray(out, np.int64)
+    from adaserve.loadgen.domain_shift import chain_steps
+
+    return np.asarray([p + a for p, a in chain_steps(agree, k, start=1)
+                       if a < k and p + a < len(agree)], np.int64)
 
 
 def replay(data: list[dict], cfg, batch: int) -> dict:

@@ -154,7 +154,7 @@ def test_head_follows_the_traffic_and_rolls_back_with_the_update(pair):
     assert not report.swapped and state is None and report.head_rows == 0
     assert torch.equal(student.head_ids, original)
     assert torch.equal(trainer.hidx, head_index(original, student.embed.shape[0]))
-    assert trainer.served[outside].tolist() == [2] * len(outside)  # what it saw is counted
+    assert trainer.served_tokens[outside].tolist() == [2] * len(outside)  # what it saw is counted
 
 
 def test_swap_is_atomic_and_rebuilds_the_draft_cache(pair):
