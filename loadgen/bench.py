@@ -145,6 +145,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     shift.add_argument("--head-rows", type=int, default=0,
                        help="draft head rows that may pass per update to served tokens "
                             "outside the head (default 0: the head stays as distilled)")
+    shift.add_argument("--replay-share", type=float, default=None,
+                       help="fraction of each update's training sequences drawn from the "
+                            "replay reservoir (default: OnlineDraftConfig's)")
     shift.add_argument("--piece-minutes", type=float, default=10.0,
                        help="stop (resumably) after this many minutes")
     shift.add_argument("--own-sample", type=int, default=64,

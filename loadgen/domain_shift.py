@@ -77,8 +77,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / "domain-shift"
     out.mkdir(parents=True, exist_ok=True)
     ecfg = EngineConfig(policy="chain-4", max_batch=args.batch, max_context=1024)
+    share = {} if args.replay_share is None else {"replay_share": args.replay_share}
     ocfg = OnlineDraftConfig(interval=args.interval, sync=True, seed=args.seed,
-                             head_rows=args.head_rows)
+                             head_rows=args.head_rows, **share)
     models = load_models(ecfg)
     tok = models.tokenizer
     stream = domain_shift_set(args.requests, args.seed, args.max_tokens)
@@ -206,6 +207,8 @@ def _settings(args) -> dict:
            "max_tokens": args.max_tokens, "seed": args.seed}
     if args.head_rows:  # runs made before the option keep their settings
         out["head_rows"] = args.head_rows
+    if args.replay_share is not None:
+        out["replay_share"] = args.replay_share
     return out
 
 

@@ -46,7 +46,9 @@ def build(args: argparse.Namespace) -> Built:
                        profile=args.profile, device=args.device,
                        online_draft=(OnlineDraftConfig(
                            interval=args.online_draft_interval,
-                           head_rows=args.online_draft_head_rows)
+                           head_rows=args.online_draft_head_rows,
+                           **({} if args.online_draft_replay_share is None else
+                              {"replay_share": args.online_draft_replay_share}))
                            if args.online_draft else None))
     models = load_models(cfg)
     profile = load_profile(cfg)

@@ -76,6 +76,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--online-draft-head-rows", type=int, default=0, metavar="N",
                    help="draft head rows that may pass, per update, to served tokens outside "
                         "the head (default 0: the head stays as distilled; docs/draft.md)")
+    p.add_argument("--online-draft-replay-share", type=float, default=None, metavar="F",
+                   help="fraction of each update's training sequences replayed from earlier "
+                        "traffic, against forgetting (default 0.5)")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="larger request bodies get 413 (default 1 MiB)")
