@@ -36,6 +36,7 @@ from adaserve.loadgen.run import commit, machine
 from adaserve.loadgen.serve_process import ServeProcess
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, PROMPT_SETS_HELP
 from adaserve.scheduler import split_specs
+from adaserve.server.options import share
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
 EXPERIMENTS = ("rate", "urgent", "slo-scale", "domain-shift", "context-grid")
@@ -145,7 +146,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     shift.add_argument("--head-rows", type=int, default=0,
                        help="draft head rows that may pass per update to served tokens "
                             "outside the head (default 0: the head stays as distilled)")
-    shift.add_argument("--replay-share", type=float, default=None,
+    shift.add_argument("--replay-share", type=share, default=None,
                        help="fraction of each update's training sequences drawn from the "
                             "replay reservoir (default: OnlineDraftConfig's)")
     shift.add_argument("--piece-minutes", type=float, default=10.0,

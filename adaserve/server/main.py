@@ -44,12 +44,7 @@ def build(args: argparse.Namespace) -> Built:
                        context_table=args.context_table,
                        max_waiting=args.max_waiting, prefill_mode=args.prefill_mode,
                        profile=args.profile, device=args.device,
-                       online_draft=(OnlineDraftConfig(
-                           interval=args.online_draft_interval,
-                           head_rows=args.online_draft_head_rows,
-                           **({} if args.online_draft_replay_share is None else
-                              {"replay_share": args.online_draft_replay_share}))
-                           if args.online_draft else None))
+                       online_draft=online_draft_config(args))
     models = load_models(cfg)
     profile = load_profile(cfg)
     if profile is None or not profile.budget_trusted:
@@ -64,6 +59,16 @@ def build(args: argparse.Namespace) -> Built:
     settings = ServerSettings(model_name=name, classes=classes, default_class=args.default_class,
                               baseline_ms=baseline, max_body_bytes=args.max_body_bytes)
     return Built(engine, settings)
+
+
+def online_draft_config(args: argparse.Namespace) -> OnlineDraftConfig | None:
+    """--online-draft's settings (None without it); unset flags keep the config's defaults."""
+    if not args.online_draft:
+        return None
+    share = args.online_draft_replay_share
+    return OnlineDraftConfig(interval=args.online_draft_interval,
+                             head_rows=args.online_draft_head_rows,
+                             **({} if share is None else {"replay_share": share}))
 
 
 def main(args: argparse.Namespace, sock: socket.socket) -> int:

@@ -76,7 +76,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--online-draft-head-rows", type=int, default=0, metavar="N",
                    help="draft head rows that may pass, per update, to served tokens outside "
                         "the head (default 0: the head stays as distilled; docs/draft.md)")
-    p.add_argument("--online-draft-replay-share", type=float, default=None, metavar="F",
+    p.add_argument("--online-draft-replay-share", type=share, default=None, metavar="F",
                    help="fraction of each update's training sequences replayed from earlier "
                         "traffic, against forgetting (default 0.5)")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
@@ -84,6 +84,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="larger request bodies get 413 (default 1 MiB)")
     p.add_argument("--log-level", default="info", type=str.lower,
                    choices=("debug", "info", "warning", "error"), help="(default info)")
+
+
+def share(value: str) -> float:
+    """A fraction in [0, 1): the replay share of an online draft update."""
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction, got {value!r}") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {value!r}")
+    return v
 
 
 def _mb(value: str) -> int | str:

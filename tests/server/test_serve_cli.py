@@ -111,3 +111,22 @@ def test_without_a_profile_budget_latency_and_baseline_are_measured_at_start_up(
         assert built.settings.classes["relaxed"].tpot_ms == 8 * urgent
     finally:
         built.engine.close()
+
+
+def test_online_draft_flags_reach_the_trainer_config():
+    # the replay share passes through to OnlineDraftConfig; a share outside [0, 1) is the
+    # parser's error (exit 2, naming the flag), not a traceback after the models load
+    from adaserve.cli import build_parser
+    from adaserve.server.main import online_draft_config
+
+    parse = build_parser().parse_args
+    args = parse(["serve", "--online-draft", "--online-draft-interval", "16",
+                  "--online-draft-replay-share", "0.25"])
+    cfg = online_draft_config(args)
+    assert (cfg.interval, cfg.replay_share, cfg.head_rows) == (16, 0.25, 0)
+    assert online_draft_config(parse(["serve", "--online-draft"])).replay_share == 0.5
+    assert online_draft_config(parse(["serve", "--online-draft-replay-share", "0.25"])) is None
+    for bad in ("1", "-0.1", "half"):
+        r = subprocess.run([sys.executable, "-m", "adaserve.cli", "serve",
+                            "--online-draft-replay-share", bad], capture_output=True, text=True)
+        assert r.returncode == 2 and "--online-draft-replay-share" in r.stderr, r.stderr
