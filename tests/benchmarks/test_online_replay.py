@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.engine.online_replay import misses, render
+from benchmarks.engine.online_replay import misses, render, summary
 from benchmarks.shared.pages import module_of
 from adaserve.loadgen.domain_shift import chain_tokens_per_step
 
@@ -42,3 +42,25 @@ def test_page_row_names_run_settings_and_last_window():
 def test_the_page_names_its_module():
     assert module_of("python -m benchmarks.engine.online_replay --run RUN [settings]") == \
         "benchmarks/engine/online_replay.py"
+
+
+def test_summary_pools_trainer_seeds_and_names_the_set():
+    def entry(run, settings, last, mid):
+        return {"run": run, "settings": settings, "commit": "abc", "date": "d", "machine": "m",
+                "result": {"windows": [0.0] * 6 + [mid] * 3 + [last], "updates": 31,
+                           "swapped": 20, "head_rows_moved": 0, "own": 1.1}}
+    rows = summary([entry("results/domain-shift", "(defaults)", 10.0, 4.0),
+                    entry("results/domain-shift", "--seed 1", 12.0, 6.0),
+                    entry("results/domain-shift-share", "--replay-share 0.25 --seed 1", 20.0, 8.0),
+                    entry("results/domain-shift-share", "--replay-share 0.25", 16.0, 8.0)])
+    assert [(r["run"], r["set"], r["settings"], r["n"]) for r in rows] == [
+        ("results/domain-shift", "dev", "(defaults)", 2),
+        ("results/domain-shift-share", "test", "--replay-share 0.25", 2)]
+    # windows 600-1000: three at mid and the last, averaged per seed, then over seeds
+    assert abs(rows[0]["from_600"] - ((3 * 4 + 10) / 4 + (3 * 6 + 12) / 4) / 2) < 1e-9
+    assert rows[0]["last"] == 11.0 and rows[1]["lasts"] == [20.0, 16.0]
+    assert "| results/domain-shift-share | test | `--replay-share 0.25` | 2 | +9.0% | " \
+           "+18.0% (+20.0, +16.0) |" in render([entry("results/domain-shift-share",
+                                                     "--replay-share 0.25 --seed 1", 20.0, 6.0),
+                                               entry("results/domain-shift-share",
+                                                     "--replay-share 0.25", 16.0, 6.0)])
