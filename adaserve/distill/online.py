@@ -83,9 +83,16 @@ def _padded(records: list[ServedRecord], max_len: int) -> torch.Tensor:
     return out
 
 
-def collate(records: list[ServedRecord], max_len: int, hidx: torch.Tensor):
+def collate(records: list[ServedRecord], max_len: int, hidx: torch.Tensor,
+            anchor: float = 0.0):
     """tokens [B, T]; flat rows [N] predicting each buffered position; the teacher's top-k
-    as head rows [N, k] (-1 outside the head) and probabilities [N, k]."""
+    as head rows [N, k] (-1 outside the head) and probabilities [N, k].
+
+    With ``anchor`` > 0, every other output position is a row too, its target the token
+    served there with probability ``anchor`` (the rest of the row 0). Why: a buffer of
+    misses only pulls the draft toward where it was wrong and never holds it where it was
+    right. The served token is the target's greedy choice, or a sample from the target's
+    distribution, so its cross-entropy is a one-sample estimate of the same forward KL."""
     tokens = _padded(records, max_len)
     t = tokens.shape[1]
     pos, ids, probs = [], [], []
@@ -95,6 +102,14 @@ def collate(records: list[ServedRecord], max_len: int, hidx: torch.Tensor):
         pos.append(b * t + r.positions[keep] - 1 - c)
         ids.append(r.topk_ids[keep])
         probs.append(r.topk_probs[keep])
+        if anchor > 0:
+            j = np.setdiff1d(np.arange(max(r.n_prompt, c + 1), len(r.tokens)), r.positions)
+            k = r.topk_ids.shape[1]
+            pos.append(b * t + j - 1 - c)
+            ids.append(np.repeat(r.tokens[j, None], k, 1).astype(r.topk_ids.dtype))
+            one = np.zeros((len(j), k), np.float32)
+            one[:, 0] = anchor
+            probs.append(one)
     ids_t = torch.from_numpy(np.concatenate(ids).astype(np.int64))
     return (tokens, torch.from_numpy(np.concatenate(pos)), hidx[ids_t],
             torch.from_numpy(np.concatenate(probs).astype(np.float32)))
@@ -164,7 +179,7 @@ class OnlineTrainer:
         losses = []
         for batch in self._batches(data):
             loss, _ = kl_loss(self.student, *collate([data[i] for i in batch], cfg.max_len,
-                                                     self.hidx))
+                                                     self.hidx, cfg.anchor_weight))
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.params, 1.0)

@@ -32,6 +32,9 @@ class OnlineDraftConfig:
     head_min_count: int = 2  # served occurrences before a token outside the head may get a row
     tokens_per_step: int = 1024  # padded tokens per training batch
     lr: float = 2e-4
+    # weight of the served token, as a one-hot target, at each output position the engine
+    # did not buffer, against 1 for a buffered distribution (0: misses only, as the seed)
+    anchor_weight: float = 0.0
     max_len: int = 512  # training sequences keep their last max_len tokens
     min_gain: float = 0.0  # swap only when held-back agreement rises by at least this
     threads: int = 1  # torch threads of the trainer process
@@ -52,5 +55,8 @@ class OnlineDraftConfig:
         if not 0 <= self.replay_share < 1:
             raise ValueError(f"online draft replay_share must be in [0, 1), got "
                              f"{self.replay_share!r}")
+        if not self.anchor_weight >= 0:
+            raise ValueError(f"online draft anchor_weight must be >= 0, got "
+                             f"{self.anchor_weight!r}")
         if not self.lr > 0:
             raise ValueError(f"online draft lr must be > 0, got {self.lr!r}")

@@ -192,6 +192,7 @@ def main() -> int:
     p.add_argument("--replay-share", type=float, default=0.5)
     p.add_argument("--heldout-requests", type=int, default=32)
     p.add_argument("--head-rows", type=int, default=0)
+    p.add_argument("--anchor-weight", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0,
                    help="the trainer's seed (its replay draws and batch order): another "
                         "seed shows how far one run's numbers are from another's")
@@ -214,6 +215,7 @@ def main() -> int:
     cfg = OnlineDraftConfig(interval=args.interval, steps=args.steps, lr=args.lr,
                             replay_share=args.replay_share,
                             heldout_requests=args.heldout_requests, head_rows=args.head_rows,
+                            anchor_weight=args.anchor_weight,
                             seed=args.seed)
     settings = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
                         if k not in ("run", "threads", "render") and v != p.get_default(k))

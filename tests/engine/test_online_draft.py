@@ -62,6 +62,35 @@ def test_buffer_stays_bounded_and_holds_back_every_nth():
     assert buf.positions <= 10
 
 
+@pytest.mark.parametrize("bad", [{"replay_share": 1.0}, {"replay_share": -0.1},
+                                 {"anchor_weight": -0.5}, {"lr": 0.0}, {"interval": 0}])
+def test_config_refuses_what_cannot_train(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        OnlineDraftConfig(**bad)
+
+
+def test_collate_anchors_every_output_position_it_did_not_buffer():
+    from adaserve.distill.online import collate
+
+    hidx = (torch.arange(100) - 10).clamp(min=-1)  # ids 0-9 are outside the head (row -1)
+    toks = np.array([11, 12, 13, 20, 21, 5, 23, 24], np.int32)  # prompt 3, output 5
+    ids = np.array([[30, 31], [40, 41]], np.int32)  # buffered at 4 and 6 (misses)
+    rec = ServedRecord(toks, 3, np.array([4, 6]), ids, np.array([[.6, .3], [.9, .1]], np.float16))
+    tokens, pos, rows, probs = collate([rec], 512, hidx)
+    assert pos.tolist() == [3, 5] and rows.tolist() == [[20, 21], [30, 31]]
+    tokens, pos, rows, probs = collate([rec], 512, hidx, anchor=0.25)
+    assert tokens[0].tolist() == toks.tolist()
+    # the misses as before, then positions 3, 5 and 7 (predicted from 2, 4, 6): the token
+    # served there with probability 0.25, nothing else; token 5 is outside the head (-1)
+    assert pos.tolist() == [3, 5, 2, 4, 6]
+    assert rows[2:, 0].tolist() == [10, -1, 14]
+    assert probs[2:].tolist() == [[0.25, 0.0]] * 3
+    # a cut keeps only positions whose predicting token survived it: tokens 4-7 stay, so
+    # the miss at 6 (from 5) and the anchors at 5 and 7 (from 4 and 6)
+    _, pos, rows, _ = collate([rec], 4, hidx, anchor=0.25)
+    assert pos.tolist() == [1, 0, 2] and rows[:, 0].tolist() == [30, -1, 14]
+
+
 @pytest.fixture(scope="module")
 def pair():
     cfg = EngineConfig(policy="chain-4")
