@@ -36,7 +36,7 @@ from adaserve.loadgen.run import commit, machine
 from adaserve.loadgen.serve_process import ServeProcess
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, PROMPT_SETS_HELP
 from adaserve.scheduler import split_specs
-from adaserve.server.options import share
+from adaserve.server.options import share, weight
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
 EXPERIMENTS = ("rate", "urgent", "slo-scale", "domain-shift", "context-grid")
@@ -149,6 +149,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     shift.add_argument("--replay-share", type=share, default=None,
                        help="fraction of each update's training sequences drawn from the "
                             "replay reservoir (default: OnlineDraftConfig's)")
+    shift.add_argument("--anchor-weight", type=weight, default=None,
+                       help="weight of the served token at output positions the draft got "
+                            "right (default: OnlineDraftConfig's, 0)")
     shift.add_argument("--piece-minutes", type=float, default=10.0,
                        help="stop (resumably) after this many minutes")
     shift.add_argument("--own-sample", type=int, default=64,

@@ -77,9 +77,10 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / "domain-shift"
     out.mkdir(parents=True, exist_ok=True)
     ecfg = EngineConfig(policy="chain-4", max_batch=args.batch, max_context=1024)
-    share = {} if args.replay_share is None else {"replay_share": args.replay_share}
+    given = {"replay_share": args.replay_share, "anchor_weight": args.anchor_weight}
     ocfg = OnlineDraftConfig(interval=args.interval, sync=True, seed=args.seed,
-                             head_rows=args.head_rows, **share)
+                             head_rows=args.head_rows,
+                             **{k: v for k, v in given.items() if v is not None})
     models = load_models(ecfg)
     tok = models.tokenizer
     stream = domain_shift_set(args.requests, args.seed, args.max_tokens)
@@ -207,8 +208,9 @@ def _settings(args) -> dict:
            "max_tokens": args.max_tokens, "seed": args.seed}
     if args.head_rows:  # runs made before the option keep their settings
         out["head_rows"] = args.head_rows
-    if args.replay_share is not None:
-        out["replay_share"] = args.replay_share
+    for k in ("replay_share", "anchor_weight"):  # only when given: older runs lack them
+        if getattr(args, k) is not None:
+            out[k] = getattr(args, k)
     return out
 
 

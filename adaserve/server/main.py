@@ -65,10 +65,11 @@ def online_draft_config(args: argparse.Namespace) -> OnlineDraftConfig | None:
     """--online-draft's settings (None without it); unset flags keep the config's defaults."""
     if not args.online_draft:
         return None
-    share = args.online_draft_replay_share
+    given = {"replay_share": args.online_draft_replay_share,
+             "anchor_weight": args.online_draft_anchor_weight}
     return OnlineDraftConfig(interval=args.online_draft_interval,
                              head_rows=args.online_draft_head_rows,
-                             **({} if share is None else {"replay_share": share}))
+                             **{k: v for k, v in given.items() if v is not None})
 
 
 def main(args: argparse.Namespace, sock: socket.socket) -> int:

@@ -79,6 +79,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--online-draft-replay-share", type=share, default=None, metavar="F",
                    help="fraction of each update's training sequences replayed from earlier "
                         "traffic, against forgetting (default 0.5)")
+    p.add_argument("--online-draft-anchor-weight", type=weight, default=None, metavar="W",
+                   help="weight of the served token at output positions the draft got right, "
+                        "as a training target beside the buffered misses (default 0: "
+                        "misses only; docs/draft.md)")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="larger request bodies get 413 (default 1 MiB)")
@@ -94,6 +98,17 @@ def share(value: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a fraction, got {value!r}") from None
     if not 0 <= v < 1:
         raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {value!r}")
+    return v
+
+
+def weight(value: str) -> float:
+    """A weight >= 0: the anchor weight of an online draft update."""
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"expected a weight >= 0, got {value!r}")
     return v
 
 

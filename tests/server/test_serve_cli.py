@@ -124,9 +124,14 @@ def test_online_draft_flags_reach_the_trainer_config():
                   "--online-draft-replay-share", "0.25"])
     cfg = online_draft_config(args)
     assert (cfg.interval, cfg.replay_share, cfg.head_rows) == (16, 0.25, 0)
-    assert online_draft_config(parse(["serve", "--online-draft"])).replay_share == 0.5
+    defaults = online_draft_config(parse(["serve", "--online-draft"]))
+    assert (defaults.replay_share, defaults.anchor_weight) == (0.5, 0.0)
+    assert online_draft_config(parse(["serve", "--online-draft", "--online-draft-anchor-weight",
+                                      "0.25"])).anchor_weight == 0.25
     assert online_draft_config(parse(["serve", "--online-draft-replay-share", "0.25"])) is None
-    for bad in ("1", "-0.1", "half"):
-        r = subprocess.run([sys.executable, "-m", "adaserve.cli", "serve",
-                            "--online-draft-replay-share", bad], capture_output=True, text=True)
-        assert r.returncode == 2 and "--online-draft-replay-share" in r.stderr, r.stderr
+    for flag, bad in [("--online-draft-replay-share", "1"), ("--online-draft-replay-share",
+                      "-0.1"), ("--online-draft-replay-share", "half"),
+                      ("--online-draft-anchor-weight", "-1")]:
+        r = subprocess.run([sys.executable, "-m", "adaserve.cli", "serve", flag, bad],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and flag in r.stderr, r.stderr
