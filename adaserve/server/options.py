@@ -81,8 +81,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "traffic, against forgetting (default 0.5)")
     p.add_argument("--online-draft-anchor-weight", type=weight, default=None, metavar="W",
                    help="weight of the served token at output positions the draft got right, "
-                        "as a training target beside the buffered misses (default 0: "
-                        "misses only; docs/draft.md)")
+                        "as a training target beside the buffered misses (default 0.25; 0: "
+                        "misses only, as seed 004; docs/draft.md)")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="larger request bodies get 413 (default 1 MiB)")

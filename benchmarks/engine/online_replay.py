@@ -155,7 +155,9 @@ def render(entries: list[dict]) -> str:
              "(benchmarks/engine/online_replay.py says how). Windows: on / "
              "off - 1 (%) per 100 requests, as the run's page; own: adapted / original "
              "tokens per step on 64 own-domain requests. Counts, not times: other load does "
-             "not move them.",
+             "not move them. `(defaults)`: interval 32, 8 steps, lr 2e-4, replay share 0.5, "
+             "held-back slice 32, head rows 0, anchor weight 0 (the trainer as it was before "
+             "anchors; the engine's default anchor weight is 0.25 since 2026-11-26).",
              "",
              "Mean over the trainer seeds replayed (`--seed`; the dev stream is the one "
              "settings were chosen on, a test stream is any other):",
@@ -192,7 +194,9 @@ def main() -> int:
     p.add_argument("--replay-share", type=float, default=0.5)
     p.add_argument("--heldout-requests", type=int, default=32)
     p.add_argument("--head-rows", type=int, default=0)
-    p.add_argument("--anchor-weight", type=float, default=0.0)
+    p.add_argument("--anchor-weight", type=float, default=None,
+                   help="(default: OnlineDraftConfig's; a page row names it unless 0, the "
+                        "setting of every row made before the option)")
     p.add_argument("--seed", type=int, default=0,
                    help="the trainer's seed (its replay draws and batch order): another "
                         "seed shows how far one run's numbers are from another's")
@@ -215,10 +219,14 @@ def main() -> int:
     cfg = OnlineDraftConfig(interval=args.interval, steps=args.steps, lr=args.lr,
                             replay_share=args.replay_share,
                             heldout_requests=args.heldout_requests, head_rows=args.head_rows,
-                            anchor_weight=args.anchor_weight,
+                            **({} if args.anchor_weight is None else
+                               {"anchor_weight": args.anchor_weight}),
                             seed=args.seed)
-    settings = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                        if k not in ("run", "threads", "render") and v != p.get_default(k))
+    # a row names every setting apart from the ones the first rows ran with ("(defaults)")
+    settings = " ".join(f"--{k.replace('_', '-')} {v}"
+                        for k, v in {**vars(args), "anchor_weight": cfg.anchor_weight}.items()
+                        if k not in ("run", "threads", "render")
+                        and v != {"anchor_weight": 0.0}.get(k, p.get_default(k)))
     entry = {"run": str(args.run), "settings": settings or "(defaults)",
              "result": replay(data, cfg, batch), "minutes": round((time.time() - t0) / 60, 1),
              "commit": commit(), "machine": machine(),
