@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from adaserve.distill.online import InlineTrainer, OnlineTrainer, agreement, student_from_draft
+from adaserve.distill.online import InlineTrainer, OnlineTrainer, student_from_draft
+from adaserve.distill.online_data import agreement
 from adaserve.engine import EngineConfig, SamplingParams
 from adaserve.engine.batch import chunk_batch
 from adaserve.engine.core import EngineCore
@@ -70,7 +71,7 @@ def test_config_refuses_what_cannot_train(bad):
 
 
 def test_collate_anchors_every_output_position_it_did_not_buffer():
-    from adaserve.distill.online import collate
+    from adaserve.distill.online_data import collate
 
     hidx = (torch.arange(100) - 10).clamp(min=-1)  # ids 0-9 are outside the head (row -1)
     toks = np.array([11, 12, 13, 20, 21, 5, 23, 24], np.int32)  # prompt 3, output 5
