@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from adaserve.engine import EngineConfig, SamplingParams
     from adaserve.engine.core import EngineCore
     from adaserve.engine.loader import load_models
-    from adaserve.engine.online_config import OnlineDraftConfig
+    from adaserve.engine.online_config import online_config
     from adaserve.engine.online_draft import OnlineDraft
     from adaserve.loadgen.run import commit, machine
     from adaserve.loadgen.workload import domain_shift_set
@@ -77,10 +77,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / "domain-shift"
     out.mkdir(parents=True, exist_ok=True)
     ecfg = EngineConfig(policy="chain-4", max_batch=args.batch, max_context=1024)
-    given = {"replay_share": args.replay_share, "anchor_weight": args.anchor_weight}
-    ocfg = OnlineDraftConfig(interval=args.interval, sync=True, seed=args.seed,
-                             head_rows=args.head_rows,
-                             **{k: v for k, v in given.items() if v is not None})
+    ocfg = online_config(interval=args.interval, sync=True, seed=args.seed,
+                         head_rows=args.head_rows, replay_share=args.replay_share,
+                         anchor_weight=args.anchor_weight)
     models = load_models(ecfg)
     tok = models.tokenizer
     stream = domain_shift_set(args.requests, args.seed, args.max_tokens)

@@ -4,6 +4,8 @@ right) and greedy agreement along served outputs, the held-back check."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 

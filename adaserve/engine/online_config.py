@@ -62,3 +62,8 @@ class OnlineDraftConfig:
                              f"{self.anchor_weight!r}")
         if not self.lr > 0:
             raise ValueError(f"online draft lr must be > 0, got {self.lr!r}")
+
+
+def online_config(**settings) -> OnlineDraftConfig:
+    """The config from command-line flags: a setting left None keeps its default."""
+    return OnlineDraftConfig(**{k: v for k, v in settings.items() if v is not None})

@@ -13,7 +13,7 @@ from pathlib import Path
 from adaserve.engine import Engine, EngineConfig
 from adaserve.engine.config import names_a_draft
 from adaserve.engine.loader import load_models
-from adaserve.engine.online_config import OnlineDraftConfig
+from adaserve.engine.online_config import OnlineDraftConfig, online_config
 from adaserve.engine.engine import load_profile
 from adaserve.server.app import ServerSettings, create_app
 from adaserve.server.errors import PARSER_HEADER_BYTES
@@ -65,11 +65,10 @@ def online_draft_config(args: argparse.Namespace) -> OnlineDraftConfig | None:
     """--online-draft's settings (None without it); unset flags keep the config's defaults."""
     if not args.online_draft:
         return None
-    given = {"replay_share": args.online_draft_replay_share,
-             "anchor_weight": args.online_draft_anchor_weight}
-    return OnlineDraftConfig(interval=args.online_draft_interval,
-                             head_rows=args.online_draft_head_rows,
-                             **{k: v for k, v in given.items() if v is not None})
+    return online_config(interval=args.online_draft_interval,
+                         head_rows=args.online_draft_head_rows,
+                         replay_share=args.online_draft_replay_share,
+                         anchor_weight=args.online_draft_anchor_weight)
 
 
 def main(args: argparse.Namespace, sock: socket.socket) -> int:

@@ -90,26 +90,24 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    choices=("debug", "info", "warning", "error"), help="(default info)")
 
 
-def share(value: str) -> float:
-    """A fraction in [0, 1): the replay share of an online draft update."""
-    try:
-        v = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction, got {value!r}") from None
-    if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {value!r}")
-    return v
-
-
-def weight(value: str) -> float:
-    """A weight >= 0: the anchor weight of an online draft update."""
+def _number(value: str, ok, expected: str) -> float:
     try:
         v = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"expected a weight >= 0, got {value!r}")
+    if not ok(v):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}")
     return v
+
+
+def share(value: str) -> float:
+    """A fraction in [0, 1): the replay share of an online draft update."""
+    return _number(value, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
+
+
+def weight(value: str) -> float:
+    """A weight >= 0: the anchor weight of an online draft update."""
+    return _number(value, lambda v: v >= 0, "a weight >= 0")
 
 
 def _mb(value: str) -> int | str:

@@ -210,18 +210,16 @@ def main() -> int:
         return 0
     import torch
 
-    from adaserve.engine.online_config import OnlineDraftConfig
+    from adaserve.engine.online_config import online_config
 
     torch.set_num_threads(args.threads)
     t0 = time.time()
     data = teacher(args.run, args.threads)
     batch = json.loads((args.run / "summary.json").read_text())["settings"]["batch"]
-    cfg = OnlineDraftConfig(interval=args.interval, steps=args.steps, lr=args.lr,
-                            replay_share=args.replay_share,
-                            heldout_requests=args.heldout_requests, head_rows=args.head_rows,
-                            **({} if args.anchor_weight is None else
-                               {"anchor_weight": args.anchor_weight}),
-                            seed=args.seed)
+    cfg = online_config(interval=args.interval, steps=args.steps, lr=args.lr,
+                        replay_share=args.replay_share, heldout_requests=args.heldout_requests,
+                        head_rows=args.head_rows, anchor_weight=args.anchor_weight,
+                        seed=args.seed)
     # a row names every setting apart from the ones the first rows ran with ("(defaults)")
     settings = " ".join(f"--{k.replace('_', '-')} {v}"
                         for k, v in {**vars(args), "anchor_weight": cfg.anchor_weight}.items()

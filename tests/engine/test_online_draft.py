@@ -6,6 +6,8 @@ served tokens outside the head, roll back with a rejected update, and reach the 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -130,6 +132,10 @@ def test_worse_update_is_rolled_back(pair):
     for k, v in student.state_dict().items():
         assert torch.equal(v, before[k]), k  # weights and all: as if it never trained
     assert agreement(student, held, cfg.max_len) == report.agreement_before
+    # a slice with no output position has no agreement (not 0, not an error)
+    prompt_only = ServedRecord(held[0].tokens[:4], 4, np.zeros(0, np.int64),
+                               np.zeros((0, 8), np.int32), np.zeros((0, 8), np.float16))
+    assert math.isnan(agreement(student, [prompt_only], cfg.max_len))
     assert len(trainer.replay) == len(CODE)  # what it saw still joins the replay
 
 
