@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     ecfg = EngineConfig(policy="chain-4", max_batch=args.batch, max_context=1024)
     ocfg = online_config(interval=args.interval, sync=True, seed=args.seed,
                          head_rows=args.head_rows, replay_share=args.replay_share,
-                         anchor_weight=args.anchor_weight)
+                         anchor_weight=args.anchor_weight, steps=args.steps)
     models = load_models(ecfg)
     tok = models.tokenizer
     stream = domain_shift_set(args.requests, args.seed, args.max_tokens)
@@ -207,7 +207,7 @@ def _settings(args) -> dict:
            "max_tokens": args.max_tokens, "seed": args.seed}
     if args.head_rows:  # runs made before the option keep their settings
         out["head_rows"] = args.head_rows
-    for k in ("replay_share", "anchor_weight"):  # only when given: older runs lack them
+    for k in ("replay_share", "anchor_weight", "steps"):  # only when given: older runs lack them
         if getattr(args, k) is not None:
             out[k] = getattr(args, k)
     return out

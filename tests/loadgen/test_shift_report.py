@@ -37,3 +37,22 @@ def test_page_counts_moved_head_rows_only_for_runs_that_moved_them(tmp_path):
     old.mkdir()
     write_page(old, _summary(None))
     assert "Head rows" not in (old / "summary.md").read_text()
+
+
+def test_trainer_flags_reach_the_run_settings_only_when_given():
+    """`bench --experiment domain-shift`'s trainer flags: a run's settings (which a resumed
+    piece must match) name a flag only when it was given, so older runs still resume."""
+    import argparse
+
+    from adaserve.loadgen.bench import add_args
+    from adaserve.loadgen.domain_shift import _settings
+
+    p = argparse.ArgumentParser()
+    add_args(p)
+    base = ["--experiment", "domain-shift", "--requests", "200", "--max-tokens", "32"]
+    plain = _settings(p.parse_args(base))
+    assert plain == {"requests": 200, "batch": 16, "interval": 32, "max_tokens": 32,
+                     "seed": 0}
+    given = _settings(p.parse_args(base + ["--steps", "16", "--anchor-weight", "0.5",
+                                           "--head-rows", "64"]))
+    assert given == dict(plain, steps=16, anchor_weight=0.5, head_rows=64)
