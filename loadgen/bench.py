@@ -153,7 +153,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                        help="weight of the served token at output positions the draft got "
                             "right (default: OnlineDraftConfig's, 0.25)")
     shift.add_argument("--steps", type=int, default=None,
-                       help="optimizer steps per update (default: OnlineDraftConfig's, 8)")
+                       help="optimizer steps per update (default: OnlineDraftConfig's, 16)")
     shift.add_argument("--piece-minutes", type=float, default=10.0,
                        help="stop (resumably) after this many minutes")
     shift.add_argument("--own-sample", type=int, default=64,

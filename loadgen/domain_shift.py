@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
               f"{(time.time() - t_start) / 60:.1f} min", flush=True)
     runs.append({"from": i0, "to": i, "minutes": (time.time() - t_start) / 60,
                  "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                 "commit": commit(), "machine": machine()})
+                 "commit": commit(), "machine": machine(), "threads": torch.get_num_threads()})
     tr = trainer.trainer
     torch.save({"settings": _settings(args), "student": tr.student.state_dict(),
                 "opt": tr.opt.state_dict(), "replay": tr.replay, "seen": tr.seen,

@@ -74,7 +74,7 @@ def write_page(out: Path, s: dict) -> None:
         *([f"Head rows moved to tokens served outside the head (at most "
            f"{s['settings']['head_rows']} per update): {moved} in the updates swapped in."]
           if s["settings"].get("head_rows") else []),
-        f"Training time per update (inline, 2 threads): mean "
+        f"Training time per update (inline, {_threads(s['runs'])}): mean "
         f"{_mean([r['train_seconds'] for r in s['reports']]):.1f} s.",
         f"Replay check: on {len(checked)} requests served by one draft, the replayed "
         f"tokens/step differ from the served ones by {replay_err:.4f} on average.",
@@ -96,3 +96,10 @@ def write_page(out: Path, s: dict) -> None:
     ]
     (out / "summary.md").write_text("\n".join(lines))
     (out / "summary.json").write_text(json.dumps(s, indent=1))
+
+
+def _threads(runs: list[dict]) -> str:
+    """The torch threads the pieces trained with. Pieces recorded before the field ran
+    with the machine's 2; pieces side by side with others ran with fewer."""
+    n = sorted({r.get("threads", 2) for r in runs})
+    return f"{'/'.join(map(str, n))} thread{'s' if n != [1] else ''}"

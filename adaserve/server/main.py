@@ -68,7 +68,8 @@ def online_draft_config(args: argparse.Namespace) -> OnlineDraftConfig | None:
     return online_config(interval=args.online_draft_interval,
                          head_rows=args.online_draft_head_rows,
                          replay_share=args.online_draft_replay_share,
-                         anchor_weight=args.online_draft_anchor_weight)
+                         anchor_weight=args.online_draft_anchor_weight,
+                         steps=args.online_draft_steps)
 
 
 def main(args: argparse.Namespace, sock: socket.socket) -> int:

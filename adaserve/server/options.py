@@ -83,6 +83,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="weight of the served token at output positions the draft got right, "
                         "as a training target beside the buffered misses (default 0.25; 0: "
                         "misses only, as seed 004; docs/draft.md)")
+    p.add_argument("--online-draft-steps", type=int, default=None, metavar="N",
+                   help="optimizer steps per online draft update (default 16; docs/draft.md)")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="larger request bodies get 413 (default 1 MiB)")

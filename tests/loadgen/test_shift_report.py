@@ -37,6 +37,13 @@ def test_page_counts_moved_head_rows_only_for_runs_that_moved_them(tmp_path):
     old.mkdir()
     write_page(old, _summary(None))
     assert "Head rows" not in (old / "summary.md").read_text()
+    # the training time names the threads it ran with: 2 for pieces recorded before the
+    # field (the machine's), the recorded count otherwise
+    assert "(inline, 2 threads): mean 8.0 s." in page
+    one = _summary(64)
+    one["runs"][0]["threads"] = 1
+    write_page(old, one)
+    assert "(inline, 1 thread): mean 8.0 s." in (old / "summary.md").read_text()
 
 
 def test_trainer_flags_reach_the_run_settings_only_when_given():

@@ -125,7 +125,9 @@ def test_online_draft_flags_reach_the_trainer_config():
     cfg = online_draft_config(args)
     assert (cfg.interval, cfg.replay_share, cfg.head_rows) == (16, 0.25, 0)
     defaults = online_draft_config(parse(["serve", "--online-draft"]))
-    assert (defaults.replay_share, defaults.anchor_weight) == (0.5, 0.25)
+    assert (defaults.replay_share, defaults.anchor_weight, defaults.steps) == (0.5, 0.25, 16)
+    assert online_draft_config(parse(["serve", "--online-draft", "--online-draft-steps",
+                                      "4"])).steps == 4
     assert online_draft_config(parse(["serve", "--online-draft", "--online-draft-anchor-weight",
                                       "0"])).anchor_weight == 0.0
     assert online_draft_config(parse(["serve", "--online-draft-replay-share", "0.25"])) is None
