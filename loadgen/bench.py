@@ -36,7 +36,7 @@ from adaserve.loadgen.run import commit, machine
 from adaserve.loadgen.serve_process import ServeProcess
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, PROMPT_SETS_HELP
 from adaserve.scheduler import split_specs
-from adaserve.server.options import share, weight
+from adaserve.server.options import at_least, share, weight
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
 EXPERIMENTS = ("rate", "urgent", "slo-scale", "domain-shift", "context-grid")
@@ -141,9 +141,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "sim: the simulator, no server (it follows --serve-args' engine flags)")
     shift = p.add_argument_group("--experiment domain-shift")
     shift.add_argument("--batch", type=int, default=16, help="requests served together")
-    shift.add_argument("--interval", type=int, default=32,
+    shift.add_argument("--interval", type=at_least(1), default=32,
                        help="served requests between online draft updates")
-    shift.add_argument("--head-rows", type=int, default=0,
+    shift.add_argument("--head-rows", type=at_least(0), default=0,
                        help="draft head rows that may pass per update to served tokens "
                             "outside the head (default 0: the head stays as distilled)")
     shift.add_argument("--replay-share", type=share, default=None,
@@ -152,7 +152,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     shift.add_argument("--anchor-weight", type=weight, default=None,
                        help="weight of the served token at output positions the draft got "
                             "right (default: OnlineDraftConfig's, 0.25)")
-    shift.add_argument("--steps", type=int, default=None,
+    shift.add_argument("--steps", type=at_least(0), default=None,
                        help="optimizer steps per update (default: OnlineDraftConfig's, 16)")
     shift.add_argument("--piece-minutes", type=float, default=10.0,
                        help="stop (resumably) after this many minutes")

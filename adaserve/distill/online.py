@@ -27,13 +27,13 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from adaserve.distill.online_data import agreement, collate
 from adaserve.distill.student import Student
 from adaserve.distill.train import head_index, kl_loss
 from adaserve.engine.model import Llama, ModelConfig
 from adaserve.engine.online_config import OnlineDraftConfig
 from adaserve.engine.online_records import ServedRecord, UpdateReport
 from adaserve.engine.weights import TOKEN_IDS_KEY, load_config, load_state
-from adaserve.distill.online_data import agreement, collate
 
 _EMBED = "model.embed_tokens.weight"
 

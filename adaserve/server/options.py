@@ -71,9 +71,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "--online-draft-interval requests, in a low-priority process, and swap "
                         "it in when a held-back slice says it is no worse (docs/draft.md); "
                         "state in /metrics (adaserve_online_draft_*)")
-    p.add_argument("--online-draft-interval", type=int, default=32, metavar="I",
+    p.add_argument("--online-draft-interval", type=at_least(1), default=32, metavar="I",
                    help="served requests between online draft updates (default 32)")
-    p.add_argument("--online-draft-head-rows", type=int, default=0, metavar="N",
+    p.add_argument("--online-draft-head-rows", type=at_least(0), default=0, metavar="N",
                    help="draft head rows that may pass, per update, to served tokens outside "
                         "the head (default 0: the head stays as distilled; docs/draft.md)")
     p.add_argument("--online-draft-replay-share", type=share, default=None, metavar="F",
@@ -83,7 +83,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="weight of the served token at output positions the draft got right, "
                         "as a training target beside the buffered misses (default 0.25; 0: "
                         "misses only, as seed 004; docs/draft.md)")
-    p.add_argument("--online-draft-steps", type=int, default=None, metavar="N",
+    p.add_argument("--online-draft-steps", type=at_least(0), default=None, metavar="N",
                    help="optimizer steps per online draft update (default 16; docs/draft.md)")
     p.add_argument("--served-model-name", default=None, help="the model id clients send")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
@@ -110,6 +110,20 @@ def share(value: str) -> float:
 def weight(value: str) -> float:
     """A weight >= 0: the anchor weight of an online draft update."""
     return _number(value, lambda v: v >= 0, "a weight >= 0")
+
+
+def at_least(low: int):
+    """An argparse type: an integer >= ``low`` (a count among the online draft's settings,
+    refused by the parser, naming its flag, rather than by the config after it is built)."""
+    def count(value: str) -> int:
+        try:
+            v = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value!r}")
+        return v
+    return count
 
 
 def _mb(value: str) -> int | str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from adaserve.loadgen.shift_report import write_page
 
 
@@ -63,3 +65,6 @@ def test_trainer_flags_reach_the_run_settings_only_when_given():
     given = _settings(p.parse_args(base + ["--steps", "16", "--anchor-weight", "0.5",
                                            "--head-rows", "64"]))
     assert given == dict(plain, steps=16, anchor_weight=0.5, head_rows=64)
+    for flag, bad in [("--steps", "-1"), ("--interval", "0"), ("--head-rows", "many")]:
+        with pytest.raises(SystemExit):  # the parser's error, before any model loads
+            p.parse_args(base + [flag, bad])

@@ -133,7 +133,8 @@ def test_online_draft_flags_reach_the_trainer_config():
     assert online_draft_config(parse(["serve", "--online-draft-replay-share", "0.25"])) is None
     for flag, bad in [("--online-draft-replay-share", "1"), ("--online-draft-replay-share",
                       "-0.1"), ("--online-draft-replay-share", "half"),
-                      ("--online-draft-anchor-weight", "-1")]:
+                      ("--online-draft-anchor-weight", "-1"), ("--online-draft-steps", "-1"),
+                      ("--online-draft-interval", "0"), ("--online-draft-head-rows", "x")]:
         r = subprocess.run([sys.executable, "-m", "adaserve.cli", "serve", flag, bad],
                            capture_output=True, text=True)
         assert r.returncode == 2 and flag in r.stderr, r.stderr
