@@ -6,6 +6,7 @@ import argparse
 import logging
 import signal
 import socket
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ def build(args: argparse.Namespace) -> Built:
     """Load the models, find the profile (saved, kept from an earlier start, or measured
     now: startup_profile.py), validate the SLO classes, make
     the engine (its loop is not started: ``main`` runs it on the main thread)."""
+    check_classes(args)  # a typo is refused before the models load (a minute on a cold cache)
     policy = args.policy or ("adaserve" if names_a_draft(args.model, args.draft) else "incremental")
     cfg = EngineConfig(model=args.model, draft=args.draft, policy=policy, budget=args.budget,
                        max_depth=args.max_depth, max_width=args.max_width,
@@ -52,13 +54,22 @@ def build(args: argparse.Namespace) -> Built:
     baseline = args.baseline_ms if args.baseline_ms is not None \
         else profile.baseline_latency_s * 1e3
     classes = parse_classes(args.slo_classes, baseline)
-    if args.default_class not in classes:
-        raise ValueError(f"--default-class {args.default_class!r} is not one of {', '.join(classes)}")
     engine = Engine(cfg, models=models, profile=profile, start=False)  # main() runs it
     name = args.served_model_name or Path(args.model).name
     settings = ServerSettings(model_name=name, classes=classes, default_class=args.default_class,
                               baseline_ms=baseline, max_body_bytes=args.max_body_bytes)
     return Built(engine, settings)
+
+
+def check_classes(args: argparse.Namespace) -> None:
+    """ValueError on an --slo-classes spec that cannot parse or a --default-class it lacks.
+    A nominal baseline stands in for the profile's: a multiple's value is checked again,
+    against the real baseline, once the profile is known."""
+    baseline = args.baseline_ms if args.baseline_ms is not None else 1.0
+    classes = parse_classes(args.slo_classes, baseline)
+    if args.default_class not in classes:
+        raise ValueError(f"--default-class {args.default_class!r} is not one of "
+                         f"{', '.join(classes)}")
 
 
 def online_draft_config(args: argparse.Namespace) -> OnlineDraftConfig | None:
@@ -77,6 +88,10 @@ def main(args: argparse.Namespace, sock: socket.socket) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
         built = build(args)
+    except ValueError as e:  # a setting that cannot run: one line, as the parser's errors
+        sock.close()
+        print(f"adaserve serve: error: {e}", file=sys.stderr)
+        return 2
     except BaseException:
         sock.close()
         raise

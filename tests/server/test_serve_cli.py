@@ -83,6 +83,25 @@ def test_a_port_in_use_is_refused_at_once_in_one_line():
     assert took < 60  # generous for a loaded CI machine; the model load alone takes longer
 
 
+@pytest.mark.parametrize("flags, says", [
+    (["--default-class", "nope"], "--default-class 'nope' is not one of urgent"),
+    (["--slo-classes", "fast=xq"], "SLO class 'fast': 'xq' is not a multiple"),
+    (["--slo-classes", "fast=x2", "--default-class", "fast", "--max-batch", "0"], None),
+])
+def test_a_setting_that_cannot_run_ends_in_one_line_not_a_traceback(flags, says):
+    # every ValueError of the build (classes, the engine's config) reaches the user as the
+    # parser's errors do: exit 2 and one line; the classes are checked before the models load
+    run = subprocess.run([sys.executable, "-m", "adaserve.cli", "serve", "--port", "0", *flags],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert "Traceback" not in run.stderr and lines[-1].startswith("adaserve serve: error: "), \
+        run.stderr
+    if says is not None:
+        assert lines == [f"adaserve serve: error: {lines[0].split('error: ', 1)[1]}"]
+        assert says in lines[0]
+
+
 @pytest.mark.slow
 def test_without_a_profile_budget_latency_and_baseline_are_measured_at_start_up(monkeypatch,
                                                                                  tmp_path):
