@@ -173,8 +173,9 @@ class BudgetedPolicy(Policy):
         3-layer draft on 2 CPU cores), 8 steps cost more than the tokens they add. So the
         depth is the d <= Eq. 8 maximizing predicted tokens per second: the acceptance
         tracker's per-depth rate alpha gives sum_{j<=d} alpha^j tokens per request
-        (TurboSpec's chain estimate), the profiled latency model prices d draft steps plus
-        verification. Depth 0, no draft at all, is scored too, so where a draft step costs
+        (TurboSpec's chain estimate), of which a budget smaller than the chains is credited
+        with its most probable nodes only (``budget.budgeted_chain_tokens``), and the
+        profiled latency model prices d draft steps plus the tokens verified. Depth 0, no draft at all, is scored too, so where a draft step costs
         more than it yields the policy plans what ``incremental`` would (one probe every
         PROBE_EVERY such iterations keeps the acceptance estimate current). Without a
         profiled draft cost (or with cost_aware_depth off) every depth costs the same and
@@ -182,13 +183,18 @@ class BudgetedPolicy(Policy):
         """
         if not self.config.cost_aware_depth or not prices_drafting(self.latency):
             return depth
+
+        def verified(d: int) -> int:
+            shape = SpecPlan(depth=d, width=width) if d else IDLE
+            return self._verify_tokens(batch.n, shape, budget)
+
         def seconds(d: int) -> float:
             shape = SpecPlan(depth=d, width=width) if d else IDLE
-            return self.predict_latency(batch, shape, self._verify_tokens(batch.n, shape, budget))
+            return self.predict_latency(batch, shape, verified(d))
 
-        # ties keep the shallower tree
+        # ties keep the shallower tree; a depth is credited with the nodes its budget verifies
         best_d = int(np.argmax(chain_rates(self.acceptance.alphas(batch.request_ids), depth,
-                                           seconds)))
+                                           seconds, verified)))
         if best_d:
             self._undrafted = 0
             return best_d

@@ -8,7 +8,8 @@ import pytest
 
 from adaserve.scheduler import (AcceptanceTracker, IterationLatency, LatencyModel,
                                 SchedulerConfig, make_policy)
-from adaserve.scheduler.budget import goodput_budget
+from adaserve.scheduler.acceptance import expected_chain_tokens
+from adaserve.scheduler.budget import budgeted_chain_tokens, goodput_budget
 from adaserve.scheduler.slo import SLO, BatchView, RequestProgress
 
 
@@ -90,3 +91,36 @@ def test_the_policy_with_budget_kept_drafts_only_where_kept_tokens_pay():
     assert plan("goodput").budget >= 16 and plan("goodput").speculates
     kept = plan("kept")
     assert kept.budget == 8 and not kept.speculates
+
+
+def test_a_budget_smaller_than_the_chains_is_credited_with_its_most_probable_nodes():
+    # two requests at 0.6 and 0.3, depth 2: nodes 0.6, 0.36 and 0.3, 0.09
+    alphas = np.array([0.6, 0.3])
+    assert budgeted_chain_tokens(alphas, 2, 2) == pytest.approx(2.0)  # the roots alone
+    assert budgeted_chain_tokens(alphas, 2, 3) == pytest.approx(2.6)
+    assert budgeted_chain_tokens(alphas, 2, 4) == pytest.approx(2.96)
+    assert budgeted_chain_tokens(alphas, 2, 5) == pytest.approx(3.26)
+    whole = float(np.sum(expected_chain_tokens(alphas, 2)))  # 1.96 + 1.39
+    assert budgeted_chain_tokens(alphas, 2, 6) == pytest.approx(whole)
+    assert budgeted_chain_tokens(alphas, 2, 99) == pytest.approx(whole)  # a wider tree's count
+
+
+def test_the_policy_does_not_draft_for_chains_its_budget_will_not_verify():
+    """Two requests where the budget stays B = 3 (verifying 4 costs 1.43x the roots, more
+    than two 0.35 chains return): Eq. 8 still shapes a tree. A 3-token step costs 1.29x
+    the roots; credited with two chains (2.7 tokens) it would pay, with the one node the
+    budget verifies (2.35 tokens) it does not, so the iteration verifies the roots. Before,
+    at long contexts on the served CPU, this drafted for 1.21 tokens a request. The SLO
+    (50 ms) is tighter than any step, so pacing leaves every request its chain."""
+    target = LatencyModel(alpha=0.0, gamma=0.01, delta=0.05)  # the roots: 70 ms
+    draft = LatencyModel(alpha=0.0, gamma=0.0, delta=0.010)
+    tracker = AcceptanceTracker(prior_alpha=0.35, prior_weight=1e9)
+    policy = make_policy("adaserve", SchedulerConfig(budget=3), IterationLatency(target, draft),
+                         tracker)
+    plan = policy.plan(_batch(2, tpot_ms=50.0))
+    assert plan.budget == 3 and not plan.speculates
+    # with acceptance that pays for the one node (2.6 tokens in 90 against 2 in 70 ms)
+    tracker = AcceptanceTracker(prior_alpha=0.6, prior_weight=1e9)
+    policy = make_policy("adaserve", SchedulerConfig(budget=3), IterationLatency(target, draft),
+                         tracker)
+    assert policy.plan(_batch(2, tpot_ms=50.0)).speculates
