@@ -15,6 +15,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``lost`` | ``serve``/``roots`` | what becomes of a request triage gave up: it still competes for the throughput phase's nodes (the authors' way), or it verifies its root alone and counts in no choice of depth, so its tokens stop lengthening everyone's iteration; acts where planning is cost-aware |
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
 | ``gate`` | ``on``/``off`` | the planned draft runs only if it keeps more requests at pace than the plain step does (``gate.drafting_pays``), else the iteration drafts nothing; acts where planning is cost-aware |
+| ``prefill`` | ``chunk``/``yield`` | the engine prefills a chunk every iteration beside the decodes, or the chunk waits where a step with it would push a decoding request off its SLO that a plain step keeps on it (``prefill_yield.chunk_breaks``) |
 
 A spec is a preset's name, optionally with options after a colon:
 ``adaserve``, ``adaserve-authors:pace=0.7,triage=on``, ``adaserve:depth=eq8``. The presets:
@@ -33,6 +34,7 @@ DEPTHS = ("eq8", "measured")
 ADMITS = ("fifo", "deadline")
 BUDGETS = ("profile", "goodput", "kept")
 LOSTS = ("serve", "roots")
+PREFILLS = ("chunk", "yield")
 # the options that are on or off
 SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
@@ -53,6 +55,7 @@ class AdaServeOptions:
     budget: Literal["profile", "goodput", "kept"] = "profile"
     lost: Literal["serve", "roots"] = "serve"
     gate: bool = False
+    prefill: Literal["chunk", "yield"] = "chunk"
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)
@@ -65,6 +68,9 @@ class AdaServeOptions:
             raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
         if self.lost not in LOSTS:
             raise ValueError(f"lost must be one of {', '.join(LOSTS)}, got {self.lost!r}")
+        if self.prefill not in PREFILLS:
+            raise ValueError(f"prefill must be one of {', '.join(PREFILLS)}, "
+                             f"got {self.prefill!r}")
         if self.admit not in ADMITS:
             raise ValueError(f"admit must be one of {', '.join(ADMITS)}, got {self.admit!r}")
         for name in SWITCHES:
@@ -82,7 +88,7 @@ class AdaServeOptions:
                 raise ValueError(f"option {item!r} needs the form key=value")
             if key == "pace":
                 changes[key] = None if value == "off" else _fraction(value)
-            elif key in ("depth", "admit", "budget", "lost"):
+            elif key in ("depth", "admit", "budget", "lost", "prefill"):
                 changes[key] = value
             elif key in SWITCHES:
                 if value not in _ON:
@@ -91,7 +97,7 @@ class AdaServeOptions:
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
                                  f"depth, floor, calibrate, admit, refuse, budget, lost, "
-                                 f"gate")
+                                 f"gate, prefill")
         return dataclasses.replace(self, **changes)
 
     def text(self) -> str:
@@ -101,7 +107,7 @@ class AdaServeOptions:
         return (f"pace={pace},triage={on[self.triage]},depth={self.depth},"
                 f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}"
                 f",refuse={on[self.refuse]},budget={self.budget},lost={self.lost}"
-                f",gate={on[self.gate]}")
+                f",gate={on[self.gate]},prefill={self.prefill}")
 
 
 def _fraction(value: str) -> float:

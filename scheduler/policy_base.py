@@ -56,6 +56,12 @@ class Policy(ABC):
         (admission.predicted_ttft); no policy does unless its options say so."""
         return False
 
+    def prefill_waits(self, batch: BatchView, t_plain_s: float, t_prefill_s: float) -> bool:
+        """Whether this iteration's prefill chunk waits for the decoding requests ``batch``,
+        given the recent measured seconds of a plain decode step and of a step that
+        prefilled (prefill_yield.py); no policy lets it wait unless its options say so."""
+        return False
+
     @abstractmethod
     def plan(self, batch: BatchView) -> SpecPlan:
         """The draft shape for this iteration."""

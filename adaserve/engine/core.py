@@ -29,6 +29,7 @@ from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, SchedulerConfig, make_policy)
 from adaserve.scheduler.admission import FlowMeter, deadline_order, refusal, ttft_slo_s
+from adaserve.scheduler.prefill_yield import StepTimes
 
 
 class QueueFull(RuntimeError):
@@ -93,6 +94,7 @@ class EngineCore:
         self.by_id: dict[str, Request] = {}
         self.stats: collections.deque[IterationStats] = collections.deque(maxlen=4096)
         self.flow = FlowMeter()  # recent departures and iteration times, for the door
+        self.step_times = StepTimes()  # plain and prefilling steps, for prefill=yield
         # how well draft path probabilities f(v) predict what the target accepts
         self.calibration = Calibration()
         # called with each decoding iteration's stats, on the thread that runs step()
@@ -187,11 +189,13 @@ class EngineCore:
         t0 = self.clock()
         self.executor.begin_iteration()
         self._admit()
-        prefilled = self._prefill()
+        prefilled = 0 if self._chunk_waits(t0) else self._prefill()
         outputs: list[Output] = []
         reqs = self.slots[: self.n_decode]
         # prefill-first (vLLM 0.8): the running requests wait while any prompt is prefilled
         if not reqs or prefilled and self.cfg.prefill_mode == "first":
+            if prefilled:
+                self.step_times.observe(self.clock() - t0, prefilled)
             return outputs
         view = self._view(reqs, t0)
         plan = self.policy.plan(view)
@@ -229,6 +233,7 @@ class EngineCore:
             self._free(r)
         seconds = self.clock() - t0
         self.flow.iteration(seconds)
+        self.step_times.observe(seconds, prefilled)
         ctx, verified = int(view.context_tokens.sum()), int(res.verified.sum())
         self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds,
                              prefilled, len(reqs))
@@ -238,6 +243,14 @@ class EngineCore:
         if self.on_iteration is not None:
             self.on_iteration(st)
         return outputs
+
+    def _chunk_waits(self, now: float) -> bool:
+        """Whether the policy holds this iteration's prefill chunk back for the decoding
+        requests (option prefill=yield: scheduler/prefill_yield.py)."""
+        if not self.n_decode or len(self.slots) == self.n_decode:
+            return False  # nobody decodes, or no prompt is left to prefill
+        return self.policy.prefill_waits(self._view(self.slots[: self.n_decode], now),
+                                         self.step_times.plain_s, self.step_times.prefill_s)
 
     def _view(self, reqs: list[Request], now: float) -> BatchView:
         n = len(reqs)

@@ -30,7 +30,9 @@ CATCH_UP_INLINE = 16
 # Prompts of at most this many tokens are fed to a separate draft at the request's first
 # draft, not at prefill. Catching one up costs a decode step ~0.3 ms of draft forward a
 # token on the dev CPU (39 tokens: 19 ms, 128: 32 ms), so at most ~80 ms at once; longer
-# prompts prefill the draft chunk by chunk beside the target.
+# prompts prefill a whole-context draft chunk by chunk beside the target. A bounded
+# (windowed) draft takes every prompt lazily: it catches up on its sinks and its window
+# only (TorchExecutor._skip_to_window), never more than S + W tokens at once.
 LAZY_DRAFT_PROMPT = 256
 
 
@@ -87,7 +89,12 @@ class TorchExecutor(Executor):
         # for (_catch_up): a request the policy never drafts for, as under overload, never
         # pays it. Served, the eager draft prefill made a prefill step ~30 ms longer than
         # incremental's (296 against 266 ms over 437 steps, results/served-overload-seeds).
-        # A long one keeps its chunked prefill here, so no decode step stalls on it.
+        # A long one keeps its chunked prefill here, so no decode step stalls on it, except
+        # in a bounded draft, which catches up on its S + W tokens alone (_skip_to_window):
+        # feeding it a long prompt beside the target cost ~0.4 ms a token for K/V the ring
+        # overwrites, whether or not the request is ever drafted for.
+        if self.window is not None:
+            return
         eager = [j for j, c in enumerate(chunks) if c.prompt_len > LAZY_DRAFT_PROMPT]
         if not eager:
             return
@@ -121,6 +128,8 @@ class TorchExecutor(Executor):
         padded to the longest lag, so one long lag there would pad every row to it. The
         long lags go in forwards of their own, grouped by length so a group's padding stays
         under a third of its tokens."""
+        if self.window is not None:
+            self._skip_to_window(reqs)
         lag = [(len(r.tokens) - 1 - int(self.draft_len[i]), i) for i, r in enumerate(reqs)]
         long = sorted(((k, i) for k, i in lag if k > CATCH_UP_INLINE), reverse=True)
         while long:
@@ -137,6 +146,30 @@ class TorchExecutor(Executor):
             self._feed_draft(torch.tensor(rows), starts, toks)
             for i in rows:
                 self.draft_len[i] = len(reqs[i].tokens) - 1
+
+    def _skip_to_window(self, reqs: Sequence[Request]) -> None:
+        """A bounded draft lagging by more than its window W keeps, of what it has not
+        seen, only its sinks and the last W tokens (DraftWindow.kept): feed the missing
+        sinks now and move its length to W before the end, so _catch_up feeds the W tokens
+        the ring will hold and skips the rest, whose K/V the ring would overwrite.
+
+        Not what a feed of every token writes: the window's tokens are computed seeing
+        the sinks and each other, not the W tokens before each (with 3 layers, a receptive
+        field of up to 3W). The draft only proposes; the target verifies every token, so
+        outputs are unchanged (greedy: test_long_context; sampling: the acceptance test
+        uses the q the draft proposed with). Every ring column is written by the tail, so
+        no column keeps an earlier occupant's K/V."""
+        w = self.window
+        ends = {i: len(r.tokens) - 1 for i, r in enumerate(reqs)}  # all but the root
+        rows = [i for i, end in ends.items()
+                if end - int(self.draft_len[i]) > max(w.window, CATCH_UP_INLINE)]
+        sinks = [i for i in rows if self.draft_len[i] < w.sinks]
+        if sinks:
+            starts = torch.tensor([int(self.draft_len[i]) for i in sinks])
+            self._feed_draft(torch.tensor(sinks), starts,
+                             [reqs[i].tokens[int(self.draft_len[i]): w.sinks] for i in sinks])
+        for i in rows:
+            self.draft_len[i] = max(w.sinks, ends[i] - w.window)
 
     def _copy_from_target(self, chunks: Sequence[PrefillChunk]) -> None:
         pos = [self.window.kept(c.start, c.start + len(c.tokens)) for c in chunks]
