@@ -181,8 +181,9 @@ class BudgetedPolicy(Policy):
         tracker's per-depth rate alpha gives sum_{j<=d} alpha^j tokens per request
         (TurboSpec's chain estimate), of which a budget smaller than the chains is credited
         with its most probable nodes only (``budget.budgeted_chain_tokens``), and the
-        profiled latency model prices d draft steps plus the tokens verified. Depth 0, no draft at all, is scored too, so where a draft step costs
-        more than it yields the policy plans what ``incremental`` would (one probe every
+        profiled latency model prices d draft steps plus the tokens verified. Depth 0, no
+        draft at all, is scored too, so where a draft step costs more than it yields the
+        policy plans what ``incremental`` would (one probe every
         PROBE_EVERY such iterations keeps the acceptance estimate current). Without a
         profiled draft cost (or with cost_aware_depth off) every depth costs the same and
         Eq. 8 stands.
