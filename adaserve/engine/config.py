@@ -125,6 +125,11 @@ class EngineConfig:
                 raise ValueError(f"draft 'layers:N' needs N >= 1, got {self.draft!r}")
         if self.online_draft is not None and self.draft is None:
             raise ValueError("online_draft adapts a draft: give a speculative policy a draft")
+        if self.online_draft is not None and self.draft_window is not None:
+            # the swap re-feeds each running request's whole context to the new draft
+            # (TorchExecutor.replace_draft), which a bounded draft's ring does not hold
+            raise ValueError("online_draft does not work with draft_window yet: give one or "
+                             "the other")
         if self.default_slo_ms is not None and not self.default_slo_ms > 0:
             raise ValueError(f"default_slo_ms must be > 0, got {self.default_slo_ms!r}")
 

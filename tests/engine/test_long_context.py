@@ -111,3 +111,13 @@ def test_a_6k_prompt_decodes_as_incremental(long_run, form):
     core = make_core("chain-4", **form, **KW)
     assert run_workload(core, sched) == ref
     assert sum(s.emitted_tokens for s in core.stats) > sum(s.running for s in core.stats)
+
+
+def test_online_draft_and_a_draft_window_are_refused_together():
+    # the swap re-feeds whole contexts to the new draft, which a bounded ring cannot hold
+    from adaserve.engine.online_config import OnlineDraftConfig
+
+    with pytest.raises(ValueError, match="online_draft does not work with draft_window"):
+        EngineConfig(policy="adaserve", draft=DEFAULT_DRAFT, draft_window=256,
+                     online_draft=OnlineDraftConfig())
+    EngineConfig(policy="adaserve", draft=DEFAULT_DRAFT, online_draft=OnlineDraftConfig())
