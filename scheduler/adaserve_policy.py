@@ -109,6 +109,10 @@ class AdaServePolicy(BudgetedPolicy):
     def refuses(self) -> bool:
         return self.options.refuse
 
+    @property
+    def prefill(self) -> str:
+        return self.options.prefill
+
     def prefill_waits(self, batch: BatchView, t_plain_s: float, t_prefill_s: float) -> bool:
         return (self.options.prefill == "yield"
                 and chunk_breaks(batch, t_plain_s, t_prefill_s, self.config.rules))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adaserve.scheduler.slo import BatchView
+from adaserve.scheduler.slo import SLO_EPS, BatchView
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +88,15 @@ def raw_need(batch: BatchView, t_iter_s: float, rules: AdaServeRules,
     with np.errstate(invalid="ignore", divide="ignore"):
         return (t_iter_s * rules.correction + batch.decode_latency_s) / (
             fraction * batch.tpot_slo_s) - o
+
+
+def holds(batch: BatchView, t_iter_s: float, rules: AdaServeRules, tokens=1.0,
+          fraction: float = 1.0) -> np.ndarray:
+    """[n] bool: committing ``tokens`` (a scalar or [n]) in an iteration of ``t_iter_s``
+    keeps each request within ``fraction`` x its SLO (``raw_need`` at most that many);
+    False for best effort. The test the gate and prefill=yield count requests by."""
+    with np.errstate(invalid="ignore"):
+        return raw_need(batch, t_iter_s, rules, fraction) <= tokens + SLO_EPS
 
 
 def slo_need(batch: BatchView, t_iter_s: float, depth: int, rules: AdaServeRules) -> np.ndarray:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from adaserve.scheduler.acceptance import expected_chain_tokens
-from adaserve.scheduler.authors import AdaServeRules, raw_need
-from adaserve.scheduler.slo import SLO_EPS, BatchView
+from adaserve.scheduler.authors import AdaServeRules, holds
+from adaserve.scheduler.slo import BatchView
 
 
 def drafting_pays(batch: BatchView, alphas: np.ndarray, depth: int, t_plain_s: float,
@@ -34,9 +34,8 @@ def drafting_pays(batch: BatchView, alphas: np.ndarray, depth: int, t_plain_s: f
     ``alphas`` [n]: each request's per-depth acceptance rate."""
     has_slo = ~np.isnan(batch.tpot_slo_s)  # [n]
     tokens = expected_chain_tokens(np.clip(alphas, 0.0, 1.0), depth)  # [n]
-    with np.errstate(invalid="ignore"):
-        plain = raw_need(batch, t_plain_s, rules, fraction) <= 1.0 + SLO_EPS  # [n]
-        drafted = raw_need(batch, t_draft_s, rules, fraction) <= tokens + SLO_EPS  # [n]
+    plain = holds(batch, t_plain_s, rules, fraction=fraction)  # [n]
+    drafted = holds(batch, t_draft_s, rules, tokens, fraction)  # [n]
     saves = int(np.sum(has_slo & drafted & ~plain))
     breaks = int(np.sum(has_slo & plain & ~drafted))
     return saves > breaks

@@ -56,6 +56,13 @@ class Policy(ABC):
         (admission.predicted_ttft); no policy does unless its options say so."""
         return False
 
+    @property
+    def prefill(self) -> str:
+        """How the engine places prefill chunks (options.PREFILLS): one every iteration
+        unless a policy's options say otherwise; the engine asks ``prefill_waits`` only
+        where this is ``yield``, so no other policy's iteration pays for the question."""
+        return "chunk"
+
     def prefill_waits(self, batch: BatchView, t_plain_s: float, t_prefill_s: float) -> bool:
         """Whether this iteration's prefill chunk waits for the decoding requests ``batch``,
         given the recent measured seconds of a plain decode step and of a step that

@@ -12,7 +12,7 @@ credit). A drafted tree cannot buy that back; the chunk's timing can.
 So before an iteration prefills, the policy asks, with the recent measured durations of
 a plain decode step (t0) and of a step that prefilled (t1), whether the chunk breaks
 anybody: a decoding request with a TPOT SLO that stands within it after a step of t0 (its
-need at the SLO, ``authors.raw_need``, at most one token) and not after a step of t1. If
+need at the SLO at most one token, ``authors.holds``) and not after a step of t1. If
 one does, the chunk waits this iteration and the requests decode alone; requests already
 past saving at t0, or at ease at t1, do not hold it. Nothing here reads where an output
 ends: a decoding request finishes when it finishes, and a waiting prompt is prefilled as
@@ -26,8 +26,8 @@ import math
 
 import numpy as np
 
-from adaserve.scheduler.authors import AdaServeRules, raw_need
-from adaserve.scheduler.slo import SLO_EPS, BatchView
+from adaserve.scheduler.authors import AdaServeRules, holds
+from adaserve.scheduler.slo import BatchView
 
 # weight of the newest iteration in a step kind's running mean: the last few iterations
 # of a kind (the chunks of one long prompt cost alike; the next prompt's may not)
@@ -59,7 +59,5 @@ def chunk_breaks(batch: BatchView, t_plain_s: float, t_prefill_s: float,
     of ``t_plain_s`` keeps on it (module docstring); False until both are measured."""
     if math.isnan(t_plain_s) or math.isnan(t_prefill_s) or t_prefill_s <= t_plain_s:
         return False
-    with np.errstate(invalid="ignore"):
-        plain = raw_need(batch, t_plain_s, rules) <= 1.0 + SLO_EPS  # [n], False for NaN
-        mixed = raw_need(batch, t_prefill_s, rules) <= 1.0 + SLO_EPS  # [n]
-    return bool(np.any(plain & ~mixed))
+    plain = holds(batch, t_plain_s, rules)  # [n], False for best effort
+    return bool(np.any(plain & ~holds(batch, t_prefill_s, rules)))

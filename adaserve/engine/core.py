@@ -247,8 +247,9 @@ class EngineCore:
     def _chunk_waits(self, now: float) -> bool:
         """Whether the policy holds this iteration's prefill chunk back for the decoding
         requests (option prefill=yield: scheduler/prefill_yield.py)."""
-        if not self.n_decode or len(self.slots) == self.n_decode:
-            return False  # nobody decodes, or no prompt is left to prefill
+        if (self.policy.prefill != "yield" or not self.n_decode
+                or len(self.slots) == self.n_decode):
+            return False  # chunks every iteration, nobody decodes, or no prompt is left
         return self.policy.prefill_waits(self._view(self.slots[: self.n_decode], now),
                                          self.step_times.plain_s, self.step_times.prefill_s)
 

@@ -52,8 +52,11 @@ def test_nothing_waits_before_both_steps_are_measured_or_for_best_effort():
 def test_only_the_option_lets_the_chunk_wait():
     near = _one(20 * 0.07 - 0.01)
     assert make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4)).prefill_waits(near, T0, T1)
+    # the engine asks only a policy whose chunks may wait
+    assert make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4)).prefill == "yield"
     for spec in ("adaserve", "adaserve-authors", "incremental", "specinfer"):
-        assert not make_policy(spec, SchedulerConfig(budget=4)).prefill_waits(near, T0, T1)
+        policy = make_policy(spec, SchedulerConfig(budget=4))
+        assert not policy.prefill_waits(near, T0, T1) and policy.prefill == "chunk"
     with pytest.raises(ValueError, match="prefill"):
         make_policy("adaserve:prefill=later", SchedulerConfig(budget=4))
 
