@@ -19,7 +19,7 @@ from adaserve.scheduler.gate import drafting_pays
 from adaserve.scheduler.options import PRESETS, AdaServeOptions
 from adaserve.scheduler.pacing import pace_cap
 from adaserve.scheduler.policy_base import IDLE, BudgetedPolicy, chain_plan, prices_drafting
-from adaserve.scheduler.prefill_yield import chunk_breaks
+from adaserve.scheduler.prefill_yield import PromptQueue, chunk_waits
 from adaserve.scheduler.selection import Selection, select_slo_customized, top_yield, trim
 from adaserve.scheduler.shape import SpecPlan, depth_width
 from adaserve.scheduler.slo import SLO_EPS, BatchView, capped_requirement
@@ -68,7 +68,7 @@ class AdaServePolicy(BudgetedPolicy):
       alone. Where planning prices the draft.
     - ``prefill=yield``: the engine's prefill chunk waits in an iteration where a step
       with it would push a decoding request off its SLO that a plain step keeps on it
-      (``prefill_yield.chunk_breaks``, from the measured durations of both kinds of step).
+      (``prefill_yield.chunk_waits``, from the measured durations of both kinds of step).
     - ``pace``: after both phases each request keeps at most the tokens that bring it to
       ``pace`` x its SLO after this iteration (``pacing.pace_cap``, the need at a tighter
       SLO, so the SLO phase's grant is never cut below the need); the budget given back is
@@ -113,9 +113,10 @@ class AdaServePolicy(BudgetedPolicy):
     def prefill(self) -> str:
         return self.options.prefill
 
-    def prefill_waits(self, batch: BatchView, t_plain_s: float, t_prefill_s: float) -> bool:
+    def prefill_waits(self, batch: BatchView, prompts: PromptQueue, t_plain_s: float,
+                      t_prefill_s: float) -> bool:
         return (self.options.prefill == "yield"
-                and chunk_breaks(batch, t_plain_s, t_prefill_s, self.config.rules))
+                and chunk_waits(batch, prompts, t_plain_s, t_prefill_s, self.config.rules))
 
     @property
     def _roots_lost(self) -> bool:

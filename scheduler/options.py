@@ -15,7 +15,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``lost`` | ``serve``/``roots`` | what becomes of a request triage gave up: it still competes for the throughput phase's nodes (the authors' way), or it verifies its root alone and counts in no choice of depth, so its tokens stop lengthening everyone's iteration; acts where planning is cost-aware |
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
 | ``gate`` | ``on``/``off`` | the planned draft runs only if it keeps more requests at pace than the plain step does (``gate.drafting_pays``), else the iteration drafts nothing; acts where planning is cost-aware |
-| ``prefill`` | ``chunk``/``yield`` | the engine prefills a chunk every iteration beside the decodes, or the chunk waits where a step with it would push a decoding request off its SLO that a plain step keeps on it (``prefill_yield.chunk_breaks``) |
+| ``prefill`` | ``chunk``/``yield`` | the engine prefills a chunk every iteration beside the decodes, or the chunk waits where a step with it would push more decoding requests off their SLO (that a plain step keeps on it) than waiting pushes prompts past their TTFT SLO (``prefill_yield.chunk_waits``) |
 
 A spec is a preset's name, optionally with options after a colon:
 ``adaserve``, ``adaserve-authors:pace=0.7,triage=on``, ``adaserve:depth=eq8``. The presets:

@@ -17,6 +17,7 @@ from adaserve.scheduler.budget import chain_rates, goodput_budget
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.context_cost import ContextTable, budget_at
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
+from adaserve.scheduler.prefill_yield import PromptQueue
 from adaserve.scheduler.selection import Selection
 from adaserve.scheduler.shape import SpecPlan
 from adaserve.scheduler.slo import BatchView
@@ -63,10 +64,12 @@ class Policy(ABC):
         where this is ``yield``, so no other policy's iteration pays for the question."""
         return "chunk"
 
-    def prefill_waits(self, batch: BatchView, t_plain_s: float, t_prefill_s: float) -> bool:
-        """Whether this iteration's prefill chunk waits for the decoding requests ``batch``,
-        given the recent measured seconds of a plain decode step and of a step that
-        prefilled (prefill_yield.py); no policy lets it wait unless its options say so."""
+    def prefill_waits(self, batch: BatchView, prompts: PromptQueue, t_plain_s: float,
+                      t_prefill_s: float) -> bool:
+        """Whether this iteration's prefill chunk waits for the decoding requests ``batch``
+        at the cost of the ``prompts`` it would prefill, given the recent measured seconds
+        of a plain decode step and of a step that prefilled (prefill_yield.py); no policy
+        lets it wait unless its options say so."""
         return False
 
     @abstractmethod

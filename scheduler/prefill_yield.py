@@ -10,19 +10,26 @@ ms) and a moderate one fell off their SLOs whatever the draft did (results/serve
 credit). A drafted tree cannot buy that back; the chunk's timing can.
 
 So before an iteration prefills, the policy asks, with the recent measured durations of
-a plain decode step (t0) and of a step that prefilled (t1), whether the chunk breaks
-anybody: a decoding request with a TPOT SLO that stands within it after a step of t0 (its
-need at the SLO at most one token, ``authors.holds``) and not after a step of t1. If
-one does, the chunk waits this iteration and the requests decode alone; requests already
-past saving at t0, or at ease at t1, do not hold it. Nothing here reads where an output
-ends: a decoding request finishes when it finishes, and a waiting prompt is prefilled as
-soon as no decoding request needs the short step. The waiting prompt's TTFT pays; the
-end-to-end reading (TTFT within its SLO too) shows what that costs.
+a plain decode step (t0) and of a step that prefilled (t1), what each choice breaks:
+- the chunk breaks a decoding request with a TPOT SLO that stands within it after a step
+  of t0 (its need at the SLO at most one token, ``authors.holds``) and not after a step
+  of t1; requests already past saving at t0, or at ease at t1, and best effort count on
+  neither side;
+- waiting breaks a prefilling prompt that would get its first token within its TTFT SLO
+  if the prefill went on now (its tokens and those ahead of it, a chunk an iteration of
+  t1; the iteration of its last chunk gives its first token) and not one plain step
+  later.
+The chunk waits when it breaks more requests than the wait does: each is one request lost
+to the end-to-end reading. Without the second count a prompt waited as long as anybody
+decoding needed the short step, and on the short-prompt development set the waiting
+prompts' TTFT paid what the decoders' TPOT gained (results/dev-served-yield). Nothing
+here reads where an output ends: a decoding request finishes when it finishes.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,11 +60,42 @@ def _mean(old: float, new: float) -> float:
     return new if math.isnan(old) else (1 - STEP_WEIGHT) * old + STEP_WEIGHT * new
 
 
+@dataclass(frozen=True, slots=True)
+class PromptQueue:
+    """The prompts the chunked prefill serves, in the order it serves them (the engine's
+    ``_prefill_order``): what the wait would cost them."""
+
+    slack_s: np.ndarray  # [m] seconds from now to each one's TTFT deadline (arrival + SLO)
+    tokens_left: np.ndarray  # [m] prompt tokens each still has to prefill
+    chunk: int  # prompt tokens an iteration prefills
+
+    @staticmethod
+    def empty(chunk: int = 1) -> PromptQueue:
+        return PromptQueue(np.zeros(0), np.zeros(0, np.int64), chunk)
+
+
 def chunk_breaks(batch: BatchView, t_plain_s: float, t_prefill_s: float,
-                 rules: AdaServeRules) -> bool:
-    """Whether a step of ``t_prefill_s`` pushes a decoding request off its SLO that a step
-    of ``t_plain_s`` keeps on it (module docstring); False until both are measured."""
+                 rules: AdaServeRules) -> np.ndarray:
+    """[n] bool: decoding requests a step of ``t_prefill_s`` pushes off their SLO that a
+    step of ``t_plain_s`` keeps on it (module docstring)."""
+    return holds(batch, t_plain_s, rules) & ~holds(batch, t_prefill_s, rules)  # [n]
+
+
+def wait_breaks(prompts: PromptQueue, t_plain_s: float, t_prefill_s: float) -> np.ndarray:
+    """[m] bool: prompts in time for their TTFT SLO if the prefill goes on now and late if
+    it waits one plain step. A prompt is prefilled after the ones ahead of it, and its
+    first token comes out of the iteration that prefills its last chunk (the engine
+    promotes it to decode in that same iteration)."""
+    iterations = np.ceil(np.cumsum(prompts.tokens_left) / max(1, prompts.chunk))  # [m]
+    first_token_s = np.maximum(iterations, 1) * t_prefill_s  # [m]
+    return (first_token_s <= prompts.slack_s) & (first_token_s + t_plain_s > prompts.slack_s)
+
+
+def chunk_waits(batch: BatchView, prompts: PromptQueue, t_plain_s: float,
+                t_prefill_s: float, rules: AdaServeRules) -> bool:
+    """Whether the chunk breaks more decoding requests than waiting breaks prompts (module
+    docstring); False until both steps are measured, or where a chunk costs nothing."""
     if math.isnan(t_plain_s) or math.isnan(t_prefill_s) or t_prefill_s <= t_plain_s:
         return False
-    plain = holds(batch, t_plain_s, rules)  # [n], False for best effort
-    return bool(np.any(plain & ~holds(batch, t_prefill_s, rules)))
+    broken = int(chunk_breaks(batch, t_plain_s, t_prefill_s, rules).sum())
+    return broken > int(wait_breaks(prompts, t_plain_s, t_prefill_s).sum())

@@ -29,7 +29,7 @@ from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, SchedulerConfig, make_policy)
 from adaserve.scheduler.admission import FlowMeter, deadline_order, refusal, ttft_slo_s
-from adaserve.scheduler.prefill_yield import StepTimes
+from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 
 
 class QueueFull(RuntimeError):
@@ -246,11 +246,17 @@ class EngineCore:
 
     def _chunk_waits(self, now: float) -> bool:
         """Whether the policy holds this iteration's prefill chunk back for the decoding
-        requests (option prefill=yield: scheduler/prefill_yield.py)."""
+        requests, weighed against the prompts' TTFT SLOs (option prefill=yield:
+        scheduler/prefill_yield.py)."""
         if (self.policy.prefill != "yield" or not self.n_decode
                 or len(self.slots) == self.n_decode):
             return False  # chunks every iteration, nobody decodes, or no prompt is left
-        return self.policy.prefill_waits(self._view(self.slots[: self.n_decode], now),
+        prompts = self._prefill_order(now)
+        queue = PromptQueue(
+            np.array([r.t_submit for r in prompts]) + _ttft_slos(prompts) - now,
+            np.array([r.n_prompt - 1 - r.target_len for r in prompts], np.int64),
+            self.cfg.prefill_chunk)
+        return self.policy.prefill_waits(self._view(self.slots[: self.n_decode], now), queue,
                                          self.step_times.plain_s, self.step_times.prefill_s)
 
     def _view(self, reqs: list[Request], now: float) -> BatchView:
@@ -300,6 +306,17 @@ class EngineCore:
             self.executor.open_slot(r.slot)
             self.slots.append(r)
 
+    def _prefill_order(self, now: float) -> list[Request]:
+        """The prompts still prefilling, in the order the chunk serves them: oldest first,
+        or with admit=deadline in ``deadline_order``, so a prompt already past its TTFT
+        deadline yields the chunk to those in time."""
+        prefilling = self.slots[self.n_decode:]
+        if self.policy.admission == "deadline" and len(prefilling) > 1:
+            order = deadline_order(np.array([r.t_submit for r in prefilling]), now,
+                                   _ttft_slos(prefilling))
+            prefilling = [prefilling[i] for i in order]
+        return prefilling
+
     def _prefill(self) -> int:
         """Prefill a forward of at most prefill_chunk rows (requests x longest chunk, the
         padded size the matmuls see), oldest request first (with admit=deadline, in
@@ -311,13 +328,7 @@ class EngineCore:
         budget = self.cfg.prefill_chunk
         batch: list[tuple[Request, list[int]]] = []
         width = rows = 0
-        prefilling = self.slots[self.n_decode:]
-        if self.policy.admission == "deadline" and len(prefilling) > 1:
-            # a prompt already past its TTFT deadline yields the chunk to those in time
-            order = deadline_order(np.array([r.t_submit for r in prefilling]), self.clock(),
-                                   _ttft_slos(prefilling))
-            prefilling = [prefilling[i] for i in order]
-        for r in prefilling:
+        for r in self._prefill_order(self.clock()):
             left = r.n_prompt - 1 - r.target_len
             if left and width and (rows + 1) * width > budget:
                 break

@@ -1,20 +1,24 @@
 """Option prefill=yield (scheduler/prefill_yield.py): the prefill chunk waits only where a
-step with it would push a decoding request off its SLO that a plain step keeps on it, and
-the engine loop then decodes without prefilling."""
+step with it would push more decoding requests off their SLO (that a plain step keeps on
+it) than waiting one plain step pushes prompts past their TTFT SLO, and the engine loop
+then decodes without prefilling."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from adaserve.scheduler import SchedulerConfig, make_policy
+from adaserve.scheduler.admission import DEFAULT_TTFT_SLO_S
 from adaserve.scheduler.authors import raw_need
-from adaserve.scheduler.prefill_yield import StepTimes, chunk_breaks
+from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes, chunk_waits, wait_breaks
 from adaserve.scheduler.slo import SLO, BatchView, RequestProgress
 
 RULES = SchedulerConfig(budget=4).rules
 T0, T1 = 0.045, 0.5  # the served CPU at 4-8k tokens: a plain step, a step with a chunk
+NONE = PromptQueue.empty(128)  # no prompt whose TTFT the wait could break
 
 
 def _one(latency_s, decoded=20, tpot_ms=70.0):
@@ -32,16 +36,16 @@ def test_the_chunk_waits_only_for_a_request_it_would_push_off_its_slo(latency_s,
     # the premise of each case, by the formula itself
     held = [float(raw_need(batch, t, RULES)[0]) <= 1.0 for t in (T0, T1)]
     assert held == {True: [True, False], False: held}[breaks]
-    assert chunk_breaks(batch, T0, T1, RULES) is breaks
+    assert chunk_waits(batch, NONE, T0, T1, RULES) is breaks
 
 
 def test_nothing_waits_before_both_steps_are_measured_or_for_best_effort():
     near = _one(20 * 0.07 - 0.01)
-    assert not chunk_breaks(near, math.nan, T1, RULES)
-    assert not chunk_breaks(near, T0, math.nan, RULES)
-    assert not chunk_breaks(near, T1, T0, RULES)  # a chunk that costs nothing extra
+    assert not chunk_waits(near, NONE, math.nan, T1, RULES)
+    assert not chunk_waits(near, NONE, T0, math.nan, RULES)
+    assert not chunk_waits(near, NONE, T1, T0, RULES)  # a chunk that costs nothing extra
     best_effort = BatchView.from_progress([RequestProgress("r", SLO.from_ms(None), 1.39, 20)])
-    assert not chunk_breaks(best_effort, T0, T1, RULES)
+    assert not chunk_waits(best_effort, NONE, T0, T1, RULES)
     times = StepTimes()
     times.observe(0.04, prefilled=0)
     times.observe(0.60, prefilled=128)
@@ -49,14 +53,42 @@ def test_nothing_waits_before_both_steps_are_measured_or_for_best_effort():
     assert times.plain_s == 0.04 and times.prefill_s == pytest.approx(0.55)
 
 
+def _queue(slack_s, tokens_left, chunk=128):
+    return PromptQueue(np.array(slack_s, float), np.array(tokens_left, np.int64), chunk)
+
+
+def test_waiting_breaks_a_prompt_only_where_one_more_plain_step_makes_it_late():
+    # 128 tokens each, one chunk an iteration: the k-th prompt's first token comes out of
+    # the k-th iteration of T1 (its last chunk's, where it is promoted and decodes)
+    first = [k * T1 for k in (1, 2, 3, 4)]
+    prompts = _queue([first[0] - 0.1, first[1] + T0 / 2, first[2] + 2 * T0, first[3] - 0.01],
+                     [128] * 4)
+    # the first is late even if prefilled now; the second is in time now and late after a
+    # wait; the third is in time either way; the fourth is late even if prefilled now
+    assert wait_breaks(prompts, T0, T1).tolist() == [False, True, False, False]
+    # behind a prompt with nothing left to prefill, a prompt's first chunk is the next one
+    assert wait_breaks(_queue([10.0, T1 + T0 / 2], [0, 128]), T0, T1).tolist() == [False, True]
+
+
+def test_the_chunk_waits_only_for_more_decoders_than_the_wait_makes_prompts_late():
+    near = _one(20 * 0.07 - 0.01)
+    two_near = BatchView.from_progress([RequestProgress(r, SLO.from_ms(70.0), 20 * 0.07 - 0.01,
+                                                        20, 4000) for r in "ab"])
+    marginal = _queue([T1 + T0 / 2], [100])  # in time now, late one plain step later
+    relaxed = _queue([60.0], [100])  # a minute to spare: waiting costs it nothing
+    assert chunk_waits(near, relaxed, T0, T1, RULES)
+    assert not chunk_waits(near, marginal, T0, T1, RULES)  # one for one: the prefill goes on
+    assert chunk_waits(two_near, marginal, T0, T1, RULES)  # two decoders for one prompt
+
+
 def test_only_the_option_lets_the_chunk_wait():
     near = _one(20 * 0.07 - 0.01)
-    assert make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4)).prefill_waits(near, T0, T1)
+    assert make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4)).prefill_waits(near, NONE, T0, T1)
     # the engine asks only a policy whose chunks may wait
     assert make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4)).prefill == "yield"
     for spec in ("adaserve", "adaserve-authors", "incremental", "specinfer"):
         policy = make_policy(spec, SchedulerConfig(budget=4))
-        assert not policy.prefill_waits(near, T0, T1) and policy.prefill == "chunk"
+        assert not policy.prefill_waits(near, NONE, T0, T1) and policy.prefill == "chunk"
     with pytest.raises(ValueError, match="prefill"):
         make_policy("adaserve:prefill=later", SchedulerConfig(budget=4))
 
@@ -75,13 +107,19 @@ def test_the_engine_decodes_without_prefilling_while_the_chunk_waits():
     while core.n_decode == 0:
         core.step()
     long = core.add("b", [0] * (4 * core.cfg.prefill_chunk), SamplingParams(max_tokens=8))
-    asked = []
+    asked, slack = [], []
     hold = True
-    core.policy.prefill_waits = lambda batch, t0, t1: asked.append(batch.request_ids) or hold
+    core.policy.prefill_waits = lambda batch, prompts, t0, t1: (
+        asked.append((batch.request_ids, prompts.tokens_left.tolist()))
+        or slack.append(float(prompts.slack_s[0])) or hold)
     for _ in range(3):
         core.step()
     assert long.target_len == 0 and core.stats[-1].prefill_tokens == 0
-    assert asked == [("a",)] * 3  # asked with the decoding requests only
+    # asked with the decoding requests, and the prompt with all its tokens but the last
+    # (the root of its first speculation) still to prefill, its TTFT deadline (the
+    # default 5 s: the simulator's requests bring none) drawing nearer every iteration
+    assert asked == [(("a",), [4 * core.cfg.prefill_chunk - 1])] * 3
+    assert DEFAULT_TTFT_SLO_S >= slack[0] > slack[1] > slack[2] > 0
     hold = False
     core.step()
     assert long.target_len == core.cfg.prefill_chunk and core.stats[-1].running == 1
