@@ -306,8 +306,9 @@ def rate_goals(t: dict, policies: list[str], pts: list[str]) -> list[str]:
     the seeds' spread."""
     base = [p for p in policies if is_baseline(p)]
     ours = [p for p in policies if not is_baseline(p)]
-    if OURS not in ours or not base:
-        return ["- needs adaserve and at least one baseline (a policy that is not AdaServe)"]
+    if not ours or not base:  # any AdaServe entry counts: an option (adaserve:prefill=yield) too
+        return ["- needs an AdaServe entry and at least one baseline (a policy that is not "
+                "AdaServe)"]
     att = lambda pol, pt, key="attainment": _mean([getattr(v, key)  # noqa: E731
                                                    for v in t[pol][pt]])
     ratio = lambda a, b: a / b if b > 0 else math.inf  # noqa: E731

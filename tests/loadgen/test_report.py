@@ -100,6 +100,20 @@ def test_rate_goal_pairs_the_seeds_and_reads_every_adaserve_entry(tmp_path):
     assert "(per seed +7.5 points, SE 2.5, 2 seeds)" in text
 
 
+def test_rate_goal_reads_an_adaserve_spec_with_options_without_the_preset(tmp_path):
+    # a run of adaserve:prefill=yield and baselines only: the spec is AdaServe, not a
+    # baseline, and is read against the best of the others
+    runs = [_run(tmp_path, "adaserve:prefill=yield", "0.06", 0.8, 3.2, 0.8, e2e=0.55),
+            _run(tmp_path, "turbospec", "0.06", 0.45, 1.9, 0.45, e2e=0.3),
+            _run(tmp_path, "incremental", "0.06", 0.3, 1.3, 0.3, e2e=0.2)]
+    policies = ["adaserve:prefill=yield", "turbospec", "incremental"]
+    text = " ".join(goals("rate", _table(runs), policies, ["0.06"]))
+    assert "turbospec with 45.0%" in text
+    assert "adaserve:prefill=yield: 80.0% = **1.78x** (goal >= 1.0x: met)" in text
+    assert "end to end 55.0% = **1.83x**" in text
+    assert "needs" in goals("rate", _table(runs[1:]), policies[1:], ["0.06"])[0]
+
+
 def test_page_lists_each_runs_online_draft_updates(tmp_path):
     """A run of a server adapting its draft online carries what its trainer did (bench's
     online_delta); the page shows it per run, and only for those runs."""
