@@ -67,7 +67,8 @@ class AdaServePolicy(BudgetedPolicy):
       draft would not (``gate.drafting_pays``); else the iteration verifies the roots
       alone. Where planning prices the draft.
     - ``prefill=yield``: the engine's prefill chunk waits in an iteration where a step
-      with it would push a decoding request off its SLO that a plain step keeps on it
+      with it would push more decoding requests off their SLO (that a plain step keeps on
+      it) than one plain step's wait pushes prompts past their TTFT SLO
       (``prefill_yield.chunk_waits``, from the measured durations of both kinds of step).
     - ``pace``: after both phases each request keeps at most the tokens that bring it to
       ``pace`` x its SLO after this iteration (``pacing.pace_cap``, the need at a tighter

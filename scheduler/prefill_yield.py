@@ -22,7 +22,11 @@ a plain decode step (t0) and of a step that prefilled (t1), what each choice bre
 The chunk waits when it breaks more requests than the wait does: each is one request lost
 to the end-to-end reading. Without the second count a prompt waited as long as anybody
 decoding needed the short step, and on the short-prompt development set the waiting
-prompts' TTFT paid what the decoders' TPOT gained (results/dev-served-yield). Nothing
+prompts' TTFT paid what the decoders' TPOT gained (results/dev-served-yield). The count
+did not remove that cost under overload at short prompts (results/test-served-yield:
+TTFT p50 1-3.6 s against 0.3-0.5 s): there several decoders near their SLO outvote the
+one marginal prompt, which then waits on, late, with the queue behind it. At long
+contexts the option wins on both readings (results/test-longctx-yield-ttft). Nothing
 here reads where an output ends: a decoding request finishes when it finishes.
 """
 
