@@ -81,6 +81,25 @@ def test_the_chunk_waits_only_for_more_decoders_than_the_wait_makes_prompts_late
     assert chunk_waits(two_near, marginal, T0, T1, RULES)  # two decoders for one prompt
 
 
+def test_a_request_the_chunk_sets_back_less_than_speculation_commits_does_not_hold_it():
+    # 60 ms of slack for its next token at a 70 ms SLO: a plain step keeps it; a chunk
+    # that adds 30 ms (the short-prompt CPU) leaves it 0.27 tokens behind, one that adds
+    # 455 ms (4-8k-token contexts) 6.6 tokens
+    near = _one(22 * 0.07 - 0.06)
+    short_t1 = T0 + 0.030
+    needs = [float(raw_need(near, t, RULES)[0]) for t in (T0, short_t1, T1)]
+    assert needs[0] <= 1.0 < needs[1] < 1.6 < needs[2]
+    assert chunk_waits(near, NONE, T0, short_t1, RULES)  # the root alone cannot make it up
+    assert not chunk_waits(near, NONE, T0, short_t1, RULES, commit=1.6)  # a drafted token can
+    assert chunk_waits(near, NONE, T0, T1, RULES, commit=1.6)  # nor can it 6.5 tokens
+    # the policy prices the commit from the request's acceptance rate
+    policy = make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4))
+    policy.acceptance.observe(["r"] * 50, np.full(50, 4), np.full(50, 4))  # accepts all
+    assert policy.acceptance.alpha("r") > 0.5
+    assert not policy.prefill_waits(near, NONE, T0, short_t1)
+    assert policy.prefill_waits(near, NONE, T0, T1)
+
+
 def test_only_the_option_lets_the_chunk_wait():
     near = _one(20 * 0.07 - 0.01)
     assert make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4)).prefill_waits(near, NONE, T0, T1)
