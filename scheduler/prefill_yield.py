@@ -27,8 +27,9 @@ back by a fraction of a token draws even again as its next trees are accepted. C
 every decoder pushed past a need of one token (the root alone) held the chunk for
 requests that speculation would have brought back, and at short prompts under overload
 the prompts waited seconds for them (results/test-served-yield: TTFT p50 1-3.6 s against
-0.3-0.5 s); with 1 + alpha the development set's end-to-end reading rose from 65.6 / 54.4
-/ 35.6% to 81.1 / 55.6 / 46.7% at 3 / 4 / 5 req/s (results/dev-served-yield-recover).
+0.3-0.5 s); with 1 + alpha the development set's end-to-end reading was 81.1 / 55.6 /
+46.7% at 3 / 4 / 5 req/s, the preset's 65.6 / 47.8 / 38.9% (results/dev-served-yield-
+recover; a probe of the root-only count there, not kept, had 65.6 / 54.4 / 35.6%).
 Without the second count a prompt waited as long as anybody decoding needed the short
 step, and on the short-prompt development set the waiting prompts' TTFT paid what the
 decoders' TPOT gained (results/dev-served-yield). At long
