@@ -39,8 +39,8 @@ def main() -> int:
     lines = ["# Options of `adaserve` on the development set", "",
              f"- command: `python -m benchmarks.paper.options_dev {' '.join(sys.argv[1:])}`",
              f"- machine: {machine()}", f"- date: {dt.date.today()}, commit {commit()}",
-             "- set: **development** (the authors' Fig. 8 traces, seeds 0-2; where RPS 3.8 "
-             "and 4.0, 4.6 and 4.8 are one trace each)",
+             "- set: **development** (the authors' Fig. 8 traces, seeds 0-2; some of the "
+             "figure's rates share one trace, so their columns repeat)",
              f"- each cell: the paper's reading / end to end (TTFT within "
              f"{TTFT_SLO_MS / 1000:g} s too), mean over seeds, %", ""]
     for key in ("llama", "qwen"):
@@ -59,7 +59,7 @@ def main() -> int:
                              f"{np.mean([r['attainment_e2e'] for r in runs]):.1f}")
             lines.append(f"| `{s}` | " + " | ".join(cells) + " |")
         lines.append("")
-    text = "\n".join(lines)
+    text = "\n".join(lines) + "\n"
     with open(args.out, "w") as f:
         f.write(text)
     print(text)
