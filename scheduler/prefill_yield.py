@@ -32,9 +32,9 @@ the prompts waited seconds for them (results/test-served-yield: TTFT p50 1-3.6 s
 recover; a probe of the root-only count there, not kept, had 65.6 / 54.4 / 35.6%).
 Without the second count a prompt waited as long as anybody decoding needed the short
 step, and on the short-prompt development set the waiting prompts' TTFT paid what the
-decoders' TPOT gained (results/dev-served-yield). At long
-contexts the option wins on both readings (results/test-longctx-yield-ttft). Nothing
-here reads where an output ends: a decoding request finishes when it finishes.
+decoders' TPOT gained (results/dev-served-yield). At long contexts the option wins on both
+readings (results/test-longctx-yield-ttft). Nothing here reads where an output ends: a
+decoding request finishes when it finishes.
 """
 
 from __future__ import annotations

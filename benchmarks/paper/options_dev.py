@@ -20,7 +20,7 @@ import numpy as np
 from adaserve.scheduler import split_specs
 
 from benchmarks.shared.common import RESULTS, commit, machine
-from benchmarks.paper.figures import FIGURES, tasks_of
+from benchmarks.paper.figures import FIGURES, curves, tasks_of
 from benchmarks.paper.kit import SETUPS
 from benchmarks.paper.runs import TTFT_SLO_MS, run_all
 
@@ -45,18 +45,14 @@ def main() -> int:
              f"{TTFT_SLO_MS / 1000:g} s too), mean over seeds, %", ""]
     for key in ("llama", "qwen"):
         setup = SETUPS[key]
-        tasks = tasks_of(fig, setup, systems, SEEDS)
-        results = run_all(tasks, args.jobs)
+        results = run_all(tasks_of(fig, setup, systems, SEEDS), args.jobs)
+        c = curves(fig, setup, systems, SEEDS, results)  # "attainment": the paper's reading
         xs = fig.xs[setup.key]
         lines += [f"## {setup.title}", "", "| system | " + " | ".join(str(x) for x in xs) + " |",
                   "|---|" + "---|" * len(xs)]
         for s in systems:
-            cells = []
-            for x in xs:
-                runs = [results[t]["classes"]["overall"] for t in tasks
-                        if t.system == s and t.trace == fig.trace(x)]
-                cells.append(f"{np.mean([r['attainment_paper'] for r in runs]):.1f} / "
-                             f"{np.mean([r['attainment_e2e'] for r in runs]):.1f}")
+            cells = [f"{np.mean(c['attainment'][s][float(x)]):.1f} / "
+                     f"{np.mean(c['attainment_e2e'][s][float(x)]):.1f}" for x in xs]
             lines.append(f"| `{s}` | " + " | ".join(cells) + " |")
         lines.append("")
     text = "\n".join(lines) + "\n"
