@@ -120,10 +120,12 @@ def _fraction(value: str) -> float:
 # The presets. ``adaserve``: every option that the development set showed to help
 # (docs/scheduler.md "One AdaServe" has the ablation; budget=goodput acts only where the
 # planning is cost-aware, the served engine, and was chosen on the served development set,
-# results/dev-served-overload); ``adaserve-authors``: none of them.
+# results/dev-served-overload; prefill=yield with admit=deadline on the simulated
+# development set, results/sim/dev-options.md, and the served one, results/dev-served-yield-
+# recover); ``adaserve-authors``: none of them.
 PRESETS: dict[str, AdaServeOptions] = {
     "adaserve": AdaServeOptions(pace=0.7, triage=True, depth="measured", floor=True,
-                                budget="goodput"),
+                                admit="deadline", budget="goodput", prefill="yield"),
     "adaserve-authors": AdaServeOptions(),
 }
 

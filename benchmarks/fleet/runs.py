@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.shared.adopt import adopt as shared_adopt
 from benchmarks.shared.common import RESULTS
 from benchmarks.paper.kit import KIT, SETUPS, PaperSetup
 from benchmarks.paper.runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha, system_sha
@@ -214,3 +215,9 @@ def rekey(check: int = 2) -> list[str]:
                      f"({len(picks)} re-run identical: {', '.join(r[0].name for r in picks)})")
     return lines or ["no kept run differs from its task in the code, set-up or policy hash "
                      "alone"]
+
+
+def adopt(source: str, target: str, check: int = 2) -> list[str]:
+    """Keep the runs of policy ``source`` as policy ``target``'s where they ran the policy
+    ``target`` runs now, ``check`` of them re-run first (benchmarks/shared/adopt.py)."""
+    return shared_adopt(source, target, RUNS, "policy", _task_of, measure, _same, check)

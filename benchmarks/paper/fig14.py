@@ -26,7 +26,7 @@ import numpy as np
 from adaserve.scheduler import split_specs
 
 from benchmarks.shared.common import KIT, RESULTS, commit, machine
-from benchmarks.paper.kit import BASELINES, KIT as PAPER_KIT, SETUPS, PaperSetup
+from benchmarks.paper.kit import BASELINES, BEFORE, KIT as PAPER_KIT, SETUPS, PaperSetup
 from benchmarks.paper.runs import TTFT_SLO_MS, Task, run_all
 
 HERE = Path(__file__).resolve().parent
@@ -35,7 +35,7 @@ OUTPUT_LENGTH = 128  # run_*_fluc.sh at 7b8db61: OUTPUT_LENGTH=${OUTPUT_LENGTH:-
 MAX_BATCH = 96  # MAX_REQUESTS_PER_BATCH=96 there (the artifact's last commit made it 64)
 MAX_SEQUENCE = 2048  # exps/test.sh starts FlexFlow with --max-sequence-length 2048
 # (--systems takes specs of several options too: adaserve:admit=deadline,refuse=on)
-SYSTEMS = ("adaserve-authors", "adaserve", "adaserve:admit=deadline", "adaserve:refuse=on",
+SYSTEMS = ("adaserve-authors", "adaserve", BEFORE, "adaserve:prefill=chunk", "adaserve:refuse=on",
            "sarathi", "vllm", "vllm-spec-4", "vllm-spec-6", "vllm-spec-8")
 ADASERVE = ("adaserve-authors",)  # runs as FlexFlow ran it: its flags, its sequence limit
 # the paper's Fig. 14 (../shared/paper-scale/paper_results.md, values printed on the bars)

@@ -31,7 +31,7 @@ from adaserve.scheduler import split_specs
 
 from benchmarks.shared.common import RESULTS, commit, machine
 from benchmarks.paper.kit import KIT, KIT_REF, PAPER_NAME, SEED_SETUPS, SETUPS, SYSTEMS, PaperSetup
-from benchmarks.paper.runs import TTFT_SLO_MS, Task, _sha, rekey, run_all, spread
+from benchmarks.paper.runs import TTFT_SLO_MS, Task, _sha, adopt, rekey, run_all, spread
 from benchmarks.paper.values import read as read_paper
 from benchmarks.paper.goals import TEXT, closeness, goals_fig8, improvement, ordering, paper_ratio
 
@@ -269,6 +269,10 @@ def main() -> int:
                         "was kept (runs.rekey), then stop")
     p.add_argument("--rekey-check", type=int, default=2,
                    help="runs re-run per older code version and policy with --rekey")
+    p.add_argument("--adopt", metavar="SPEC",
+                   help="keep the runs of SPEC as --as's where they ran the policy it runs now "
+                        "(runs.adopt; --rekey-check of them re-run first), then stop")
+    p.add_argument("--as", dest="adopt_as", metavar="SPEC", default=IMPROVED[0])
     p.add_argument("--points", default=None,
                    help="only these x values of each figure, comma separated (default: all)")
     args = p.parse_args()
@@ -276,6 +280,9 @@ def main() -> int:
         if args.rekey_check < 1:
             p.error("--rekey-check must be >= 1")
         print("\n".join(rekey(args.rekey_check)))
+        return 0
+    if args.adopt:
+        print("\n".join(adopt(args.adopt, args.adopt_as, max(args.rekey_check, 1))))
         return 0
     if not (KIT / "traces").is_dir():
         print(f"needs the paper-scale kit at {KIT}", file=sys.stderr)

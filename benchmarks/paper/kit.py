@@ -28,6 +28,10 @@ PAPER_NAME = {"adaserve-authors": "AdaServe", "sarathi": "Sarathi-Serve", "vllm"
               "vllm-spec-4": "vLLM-Spec(4)", "vllm-spec-6": "vLLM-Spec(6)",
               "vllm-spec-8": "vLLM-Spec(8)"}
 BASELINES = SYSTEMS[1:]
+# the preset ``adaserve`` before prefill=yield and admit=deadline joined it (issue 38), the
+# spec that runs it now: ablated on the test set, run on Fig. 14, and what the fleet's
+# replicas still run
+BEFORE = "adaserve:prefill=chunk,admit=fifo"
 
 
 @dataclass(frozen=True, slots=True)

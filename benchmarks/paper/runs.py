@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.shared.adopt import adopt as shared_adopt
 from benchmarks.shared.common import RESULTS
 from benchmarks.paper.kit import KIT, PaperSetup
 from benchmarks.shared.run_keys import code_sha, policy_sha
@@ -262,6 +263,12 @@ def rekey(check: int = 2) -> list[str]:
         lines.append(f"{name}: {len(runs)} runs re-keyed to code {code_sha()[:12]} "
                      f"({len(picks)} re-run identical, {len(by_policy)} policies)")
     return lines or ["no kept run differs from its task in the code or policy hash alone"]
+
+
+def adopt(source: str, target: str, check: int = 2) -> list[str]:
+    """Keep the runs of ``source`` as ``target``'s where they ran the policy ``target`` runs
+    now, ``check`` of them re-run first (benchmarks/shared/adopt.py)."""
+    return shared_adopt(source, target, RUNS, "system", _task_of, execute_fresh, _same, check)
 
 
 def _same(a: dict, b: dict) -> bool:

@@ -35,6 +35,8 @@ def test_each_request_may_have_its_own_ttft_slo():
 def test_the_option_reaches_the_policy_and_the_baselines_stay_first_come():
     cfg = SchedulerConfig(budget=8)
     assert make_policy("adaserve:admit=deadline", cfg).admission == "deadline"
+    assert make_policy("adaserve", cfg).admission == "deadline"  # the preset carries it
+    assert make_policy("adaserve:admit=fifo", cfg).admission == "fifo"
     assert make_policy("adaserve-authors", cfg).admission == "fifo"
     assert make_policy("incremental", cfg).admission == "fifo"
     with pytest.raises(ValueError, match="admit"):

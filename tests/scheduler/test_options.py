@@ -13,7 +13,8 @@ from adaserve.sim.setups import Deployment
 
 def test_presets_are_the_best_configuration_and_the_authors_scheduler():
     assert PRESETS["adaserve"] == AdaServeOptions(pace=0.7, triage=True, depth="measured",
-                                                  floor=True, budget="goodput")
+                                                  floor=True, admit="deadline",
+                                                  budget="goodput", prefill="yield")
     assert PRESETS["adaserve-authors"] == AdaServeOptions()  # every option off
     assert make_policy("adaserve", SchedulerConfig(budget=8)).options == PRESETS["adaserve"]
 
@@ -22,7 +23,7 @@ def test_a_spec_changes_only_the_options_it_names():
     cls, opts = policy_options("adaserve:pace=off,depth=eq8")
     assert cls is AdaServePolicy
     assert opts == AdaServeOptions(pace=None, triage=True, depth="eq8", floor=True,
-                                   budget="goodput")
+                                   admit="deadline", budget="goodput", prefill="yield")
     assert policy_options("adaserve-authors: pace = 0.8 , triage=ON")[1] == AdaServeOptions(
         pace=0.8, triage=True)
     assert policy_options("incremental") == (IncrementalPolicy, None)

@@ -102,10 +102,11 @@ def test_a_request_the_chunk_sets_back_less_than_speculation_commits_does_not_ho
 
 def test_only_the_option_lets_the_chunk_wait():
     near = _one(20 * 0.07 - 0.01)
-    assert make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4)).prefill_waits(near, NONE, T0, T1)
-    # the engine asks only a policy whose chunks may wait
-    assert make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4)).prefill == "yield"
-    for spec in ("adaserve", "adaserve-authors", "incremental", "specinfer"):
+    for spec in ("adaserve", "adaserve-authors:prefill=yield"):  # the preset carries it
+        assert make_policy(spec, SchedulerConfig(budget=4)).prefill_waits(near, NONE, T0, T1)
+        # the engine asks only a policy whose chunks may wait
+        assert make_policy(spec, SchedulerConfig(budget=4)).prefill == "yield"
+    for spec in ("adaserve:prefill=chunk", "adaserve-authors", "incremental", "specinfer"):
         policy = make_policy(spec, SchedulerConfig(budget=4))
         assert not policy.prefill_waits(near, NONE, T0, T1) and policy.prefill == "chunk"
     with pytest.raises(ValueError, match="prefill"):
