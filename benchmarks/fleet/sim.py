@@ -13,7 +13,7 @@ slo-spill's cap (a replica's capacity in SLO demand, at N = 2) and class-affinit
 runs.
 
     python -m benchmarks.fleet.sim [--replicas 1,2,4,8] [--rates 3.0,...] [--routers ...]
-        [--top-routers ...] [--policy adaserve] [--seeds 0] [--jobs 1]
+        [--top-routers ...] [--policy SPEC] [--seeds 0] [--jobs 1] [--adopt SPEC]
 
 Runs are kept under results/sim/fleet-runs/ and reused while their inputs (the scheduling
 code included, docstrings and comments left out) are unchanged (runs.py). After a

@@ -1,8 +1,9 @@
 """The test set: our claims, on traces no fit touched (issue 38; the sets: test_set_traces.py).
 
 Runs the authors' scheduler (``adaserve-authors``), ours (``adaserve``), the paper's
-baselines and, with --ablation, ``adaserve`` with each option turned off (or, for
-calibrate, on) on generated traces of both paper set-ups, 3 seeds, and writes
+baselines and, with --ablation, ``adaserve`` with each option flipped (on ones off,
+off ones on, ``prefill`` and ``admit`` back to ``chunk`` and ``fifo``) and the preset before
+those two joined it (``BEFORE``), on generated traces of both paper set-ups, 3 seeds, and writes
 results/sim/test-set.md with the three readings of attainment (the paper's, TPOT, end to
 end), TTFT p99 and the drain ratio, the goal (``adaserve`` >= 5 points over
 ``adaserve-authors`` at Fig. 8's three highest rates, goodput kept) and the ablation.
