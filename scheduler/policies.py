@@ -31,7 +31,8 @@ POLICIES: dict[str, type[Policy]] = {
 SUMMARIES: dict[str, str] = {
     **{name: cls.summary for name, cls in POLICIES.items()},
     "adaserve": ("AdaServe, the best configuration: paced 0.7, triage, measured depth over a "
-                 "need floor, a goodput budget where planning is cost-aware"),
+                 "need floor, a goodput budget where planning is cost-aware, the prefill chunk "
+                 "waiting for decodes, TTFT-deadline admission"),
     "adaserve-authors": "AdaServe as its authors' code runs it (FlexFlow Serve): every option off",
 }
 
