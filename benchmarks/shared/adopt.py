@@ -37,16 +37,16 @@ def adopt(source: str, target: str, runs: Path, field: str, task_of: Callable[[d
             continue  # a stale run, or one of another policy
         if mine.path.is_file() and json.loads(mine.path.read_text())["inputs"] == now:
             continue  # the target has its own
-        todo.append((kept, mine))
+        todo.append((kept, mine, now))
     if not todo:
         return [f"no run of {source} is one {target} lacks"]
     todo.sort(key=lambda r: (r[0]["wall_s"], str(r[1].path)))
-    moved = [str(t.path.relative_to(runs)) for kept, t in todo[:check]
+    moved = [str(t.path.relative_to(runs)) for kept, t, _ in todo[:check]
              if not same(fresh(t), kept)]
     if moved:
         return [f"{source} as {target}: nothing adopted, re-runs differ: {', '.join(moved)}"]
-    for kept, task in todo:
+    for kept, task, now in todo:
         task.path.parent.mkdir(parents=True, exist_ok=True)
-        task.path.write_text(json.dumps({**kept, "inputs": task.inputs()}, indent=1) + "\n")
+        task.path.write_text(json.dumps({**kept, "inputs": now}, indent=1) + "\n")
     return [f"{source} as {target}: {len(todo)} runs adopted "
             f"({min(check, len(todo))} re-run under {target}'s name identical)"]
