@@ -117,13 +117,12 @@ class AdaServePolicy(BudgetedPolicy):
 
     def prefill_waits(self, batch: BatchView, prompts: PromptQueue, t_plain_s: float,
                       t_prefill_s: float) -> bool:
-        if self.options.prefill == "chunk":
+        if self.options.prefill != "yield":
             return False
         # a step commits the root and, with the request's acceptance rate, a drafted token:
         # a request the chunk sets back by less than that draws even again by speculating
         commit = expected_chain_tokens(self.acceptance.alphas(batch.request_ids), 1)  # [n]
-        return chunk_waits(batch, prompts, t_plain_s, t_prefill_s, self.config.rules, commit,
-                           self.options.prefill)
+        return chunk_waits(batch, prompts, t_plain_s, t_prefill_s, self.config.rules, commit)
 
     @property
     def _roots_lost(self) -> bool:

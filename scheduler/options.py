@@ -34,7 +34,7 @@ DEPTHS = ("eq8", "measured")
 ADMITS = ("fifo", "deadline")
 BUDGETS = ("profile", "goodput", "kept")
 LOSTS = ("serve", "roots")
-PREFILLS = ("chunk", "yield", "slack")
+PREFILLS = ("chunk", "yield")
 # the options that are on or off
 SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
@@ -55,7 +55,7 @@ class AdaServeOptions:
     budget: Literal["profile", "goodput", "kept"] = "profile"
     lost: Literal["serve", "roots"] = "serve"
     gate: bool = False
-    prefill: Literal["chunk", "yield", "slack"] = "chunk"
+    prefill: Literal["chunk", "yield"] = "chunk"
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)

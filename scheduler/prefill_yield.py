@@ -105,13 +105,10 @@ def wait_breaks(prompts: PromptQueue, t_plain_s: float, t_prefill_s: float) -> n
 
 def chunk_waits(batch: BatchView, prompts: PromptQueue, t_plain_s: float,
                 t_prefill_s: float, rules: AdaServeRules,
-                commit: np.ndarray | float = 1.0, rule: str = "yield") -> bool:
-    """Whether the chunk waits (module docstring): with ``rule`` "yield" where it breaks more
-    decoding requests than waiting breaks prompts; with "slack" where it breaks any and
-    waiting breaks no prompt. False until both steps are measured, or where a chunk costs
-    nothing."""
+                commit: np.ndarray | float = 1.0) -> bool:
+    """Whether the chunk breaks more decoding requests than waiting breaks prompts (module
+    docstring); False until both steps are measured, or where a chunk costs nothing."""
     if math.isnan(t_plain_s) or math.isnan(t_prefill_s) or t_prefill_s <= t_plain_s:
         return False
     broken = int(chunk_breaks(batch, t_plain_s, t_prefill_s, rules, commit).sum())
-    late = int(wait_breaks(prompts, t_plain_s, t_prefill_s).sum())
-    return broken > 0 and late == 0 if rule == "slack" else broken > late
+    return broken > int(wait_breaks(prompts, t_plain_s, t_prefill_s).sum())

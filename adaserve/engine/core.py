@@ -248,7 +248,7 @@ class EngineCore:
         """Whether the policy holds this iteration's prefill chunk back for the decoding
         requests, weighed against the prompts' TTFT SLOs (option prefill=yield:
         scheduler/prefill_yield.py)."""
-        if (self.policy.prefill == "chunk" or not self.n_decode
+        if (self.policy.prefill != "yield" or not self.n_decode
                 or len(self.slots) == self.n_decode):
             return False  # chunks every iteration, nobody decodes, or no prompt is left
         prompts = self._prefill_order(now)

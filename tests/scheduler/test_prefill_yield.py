@@ -81,28 +81,6 @@ def test_the_chunk_waits_only_for_more_decoders_than_the_wait_makes_prompts_late
     assert chunk_waits(two_near, marginal, T0, T1, RULES)  # two decoders for one prompt
 
 
-def test_with_slack_the_chunk_waits_only_while_no_prompt_would_be_late():
-    """prefill=slack: decoders may spend the prompts' TTFT slack, never a first token. The
-    count that holds the chunk for two decoders against one marginal prompt releases it."""
-    near = _one(20 * 0.07 - 0.01)
-    two_near = BatchView.from_progress([RequestProgress(r, SLO.from_ms(70.0), 20 * 0.07 - 0.01,
-                                                        20, 4000) for r in "ab"])
-    marginal = _queue([T1 + T0 / 2], [100])
-    relaxed = _queue([60.0], [100])
-    assert chunk_waits(near, relaxed, T0, T1, RULES, rule="slack")
-    assert chunk_waits(two_near, relaxed, T0, T1, RULES, rule="slack")
-    assert not chunk_waits(two_near, marginal, T0, T1, RULES, rule="slack")
-    assert chunk_waits(two_near, marginal, T0, T1, RULES, rule="yield")  # the count's wait
-    # a prompt already late whatever happens counts for nothing: the decoders keep the chunk
-    assert chunk_waits(near, _queue([T1 / 2], [100]), T0, T1, RULES, rule="slack")
-    # nobody the chunk would break: it goes on
-    assert not chunk_waits(_one(0.4), relaxed, T0, T1, RULES, rule="slack")
-    policy = make_policy("adaserve:prefill=slack", SchedulerConfig(budget=4))
-    assert policy.prefill == "slack"
-    assert policy.prefill_waits(two_near, relaxed, T0, T1)
-    assert not policy.prefill_waits(two_near, marginal, T0, T1)
-
-
 def test_a_request_the_chunk_sets_back_less_than_speculation_commits_does_not_hold_it():
     # 60 ms of slack for its next token at a 70 ms SLO: a plain step keeps it; a chunk
     # that adds 30 ms (the short-prompt CPU) leaves it 0.27 tokens behind, one that adds
