@@ -5,7 +5,11 @@ policies may have run on what was, in effect, different machines. Each server's 
 step with one request verifying one token, no draft and no prefill (the plain decode step
 every policy takes between requests) shows it; the bench page prints it beside the
 results, with the share of steps that ran the draft and then verified only the roots: the
-draft's time spent for nothing.
+draft's time spent for nothing. Beside it, what the server's time went to: the share of its
+decode steps that drafted at all (a policy may choose k = 0, and under load the served
+policies mostly do) and the share of its busy seconds spent in iterations that prefilled
+(on the dev CPU a prompt token costs ~3 ms of compute in a prefill chunk, so at a few
+requests a second prefill holds a third of the machine and decides how long a step is).
 """
 
 from __future__ import annotations
@@ -34,6 +38,29 @@ def plain_step_ms(log: Path) -> tuple[float | None, int, float | None]:
             wasted / decode if decode else None)
 
 
+def work_shares(log: Path) -> tuple[float | None, float | None]:
+    """(share of the log's decode steps, those without prefill, that drafted; share of its
+    busy seconds in iterations that prefilled), each None where there is nothing to share."""
+    decode = drafted = 0
+    busy = prefilling = 0.0
+    with log.open() as f:
+        for line in f:
+            r = json.loads(line)
+            if not r.get("running") and not r.get("prefill_tokens"):
+                continue
+            busy += r["seconds"]
+            if r.get("prefill_tokens"):
+                prefilling += r["seconds"]
+            else:
+                decode += 1
+                drafted += r.get("depth", 0) > 0
+    return (drafted / decode if decode else None, prefilling / busy if busy else None)
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.0f}%"
+
+
 def speed_lines(raw: Path) -> list[str]:
     """The page's section: a row per server log, in the order the servers ran."""
     logs = sorted(raw.glob("serve-*.iterations.jsonl"), key=_started)
@@ -43,15 +70,19 @@ def speed_lines(raw: Path) -> list[str]:
              "The median step with one request running, verifying one token, with no draft "
              "and no prefill (loadgen/speed.py): a check that the policies ran on the same "
              "machine; and the share of decode steps that ran the draft and then verified "
-             "only the roots (the draft's time spent for nothing). Servers in the order "
+             "only the roots (the draft's time spent for nothing); then what the server's "
+             "time went to: the share of its decode steps that drafted at all, and the share "
+             "of its busy seconds in iterations that prefilled. Servers in the order "
              "they ran.", "",
-             "| server log | plain step ms (steps) | drafted, verified roots only |",
-             "|---|---|---|"]
+             "| server log | plain step ms (steps) | drafted, verified roots only "
+             "| decode steps drafted | busy time prefilling |",
+             "|---|---|---|---|---|"]
     for log in logs:
         ms, n, wasted = plain_step_ms(log)
+        drafted, prefilling = work_shares(log)
         lines.append(f"| {log.name.removesuffix('.iterations.jsonl')} | "
-                     + ("-" if ms is None else f"{ms:.1f}") + f" ({n}) | "
-                     + ("-" if wasted is None else f"{100 * wasted:.0f}%") + " |")
+                     + ("-" if ms is None else f"{ms:.1f}") + f" ({n}) | {_pct(wasted)} | "
+                     f"{_pct(drafted)} | {_pct(prefilling)} |")
     return [*lines, ""]
 
 
