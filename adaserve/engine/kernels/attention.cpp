@@ -195,10 +195,23 @@ void run_unit(const Problem& pb, const Unit& u, Scratch& sc, Partial out) {
   for (int64_t cb = u.c0; cb < u.c1; cb += kBlock) {
     const int64_t nc = std::min<int64_t>(kBlock, u.c1 - cb);
     const float* kblk = kb + cb * D;
+    const float* vblk = vb + cb * D;
+    // keep the memory busy through the softmax: while this block's scores are computed,
+    // ask for its V rows and the next block's K rows (the hardware prefetcher follows one
+    // stream at a time, and stops at the compute between them)
+    const int64_t ahead = std::min<int64_t>(kBlock, std::max<int64_t>(0, u.c1 - cb - nc));
+    const char* vpf = reinterpret_cast<const char*>(vblk);
+    const char* kpf = reinterpret_cast<const char*>(kblk + nc * D);
+    const int64_t vlines = nc * D * 4 / 64, klines = ahead * D * 4 / 64;
     for (int64_t r0 = 0; r0 < M; r0 += 3) {
       const int r = static_cast<int>(std::min<int64_t>(3, M - r0));
       for (int64_t c0 = 0; c0 < nc; c0 += 4) {
         const int c = static_cast<int>(std::min<int64_t>(4, nc - c0));
+        if (r0 == 0) {
+          const int64_t l0 = c0 * D * 4 / 64, l1 = (c0 + c) * D * 4 / 64;
+          for (int64_t l = l0; l < l1 && l < vlines; ++l) _mm_prefetch(vpf + 64 * l, _MM_HINT_T0);
+          for (int64_t l = l0; l < l1 && l < klines; ++l) _mm_prefetch(kpf + 64 * l, _MM_HINT_T0);
+        }
         qk_fn(r, c)(qp + r0 * D, kblk + c0 * D, s + r0 * kBlock + c0, D, kBlock);
       }
     }
@@ -240,7 +253,6 @@ void run_unit(const Problem& pb, const Unit& u, Scratch& sc, Partial out) {
       }
       out.l[m] += hsum(sum);
     }
-    const float* vblk = vb + cb * D;
     for (int64_t r0 = 0; r0 < M; r0 += 3) {
       const int r = static_cast<int>(std::min<int64_t>(3, M - r0));
       for (int64_t d0 = 0; d0 < D; d0 += 32) {
