@@ -30,6 +30,12 @@ extern "C" __m256 _ZGVdN8v_expf(__m256);  // glibc libmvec, as in skinny.cpp
 namespace {
 
 constexpr int kBlock = 64;  // cache columns per block: K and V blocks (2 x 16 KB at D = 64)
+// ... and for a unit of few query rows, whose scores are cheap, half that: its K and V
+// blocks stay in L1 beside the prefetched next ones. 32-column blocks ran one decode token
+// at batch 8, 8k 8-13% faster and 4-8 tokens a request 4-8% slower, so only a decode
+// token's units take them (2026-11-27, docs/engine.md)
+constexpr int kSmallBlock = 32;
+constexpr int64_t kSmallRows = 4;  // a decode token: one query row per head of a KV group
 constexpr int64_t kMinSplit = 256;  // fewest columns a unit streams (Q packing, merging)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -192,14 +198,15 @@ void run_unit(const Problem& pb, const Unit& u, Scratch& sc, Partial out) {
   const float* vb = pb.v + head;
   const int64_t prefix = pb.prefix[u.i];
   const bool* tree = pb.tree + u.i * pb.Q * pb.W;
-  for (int64_t cb = u.c0; cb < u.c1; cb += kBlock) {
-    const int64_t nc = std::min<int64_t>(kBlock, u.c1 - cb);
+  const int64_t blk = M <= kSmallRows ? kSmallBlock : kBlock;
+  for (int64_t cb = u.c0; cb < u.c1; cb += blk) {
+    const int64_t nc = std::min<int64_t>(blk, u.c1 - cb);
     const float* kblk = kb + cb * D;
     const float* vblk = vb + cb * D;
     // keep the memory busy through the softmax: while this block's scores are computed,
     // ask for its V rows and the next block's K rows (the hardware prefetcher follows one
     // stream at a time, and stops at the compute between them)
-    const int64_t ahead = std::min<int64_t>(kBlock, std::max<int64_t>(0, u.c1 - cb - nc));
+    const int64_t ahead = std::min<int64_t>(blk, std::max<int64_t>(0, u.c1 - cb - nc));
     const char* vpf = reinterpret_cast<const char*>(vblk);
     const char* kpf = reinterpret_cast<const char*>(kblk + nc * D);
     const int64_t vlines = nc * D * 4 / 64, klines = ahead * D * 4 / 64;
