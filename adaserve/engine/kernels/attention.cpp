@@ -30,11 +30,11 @@ extern "C" __m256 _ZGVdN8v_expf(__m256);  // glibc libmvec, as in skinny.cpp
 namespace {
 
 constexpr int kBlock = 64;  // cache columns per block: K and V blocks (2 x 16 KB at D = 64)
-// ... and for a unit of few query rows, whose scores are cheap, half that: its K and V
-// blocks stay in L1 beside the prefetched next ones. 32-column blocks ran one decode token
-// at batch 8, 8k 8-13% faster and 4-8 tokens a request 4-8% slower, so only a decode
-// token's units take them (2026-11-27, docs/engine.md)
-constexpr int kSmallBlock = 32;
+// ... and for a unit of few query rows, whose scores are cheap, a quarter of that: its K
+// and V blocks stay in L1 beside the prefetched next ones. Smaller blocks ran one decode
+// token at batch 8, 8k faster (64: 129 ms, 32: 113-119, 16: 111-114) and 4-8 tokens a
+// request 4-8% slower, so only a decode token's units take them (2026-11-27, docs/engine.md)
+constexpr int kSmallBlock = 16;
 constexpr int64_t kSmallRows = 4;  // a decode token: one query row per head of a KV group
 constexpr int64_t kMinSplit = 256;  // fewest columns a unit streams (Q packing, merging)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
