@@ -5,8 +5,10 @@
 // SDPA on the CPU walks them once per query head and in small query blocks, so 8 tree
 // tokens cost ~2.5-3x one at 4-8k context (docs/engine.md). Here one work unit takes all
 // M = Q x G query rows of a (request, KV head) pair and one run of its cache columns, and
-// streams that run once: per block of kBlock columns, S = Q K^T for all M rows, an online
-// softmax update (flash-decoding), then O += P V, while the block is still in L1.
+// streams that run once: per block of kBlock columns (kSmallBlock for a decode token's few
+// rows), S = Q K^T for all M rows, an online softmax update (flash-decoding), then O += P V,
+// while the block is still in L1; the block's V and the next block's K are prefetched
+// meanwhile, so the memory does not idle through the softmax.
 //
 // Visibility: request i's queries all see its columns [0, prefix[i]); column prefix[i] + j
 // is seen by query a iff tree[i, a, j]; nothing beyond prefix[i] + W. Long runs of columns
