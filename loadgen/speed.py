@@ -16,45 +16,63 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
+
+
+@dataclass(slots=True)
+class _Tally:
+    """One pass over a server's iteration log: what both of the page's readings count."""
+
+    plain: list[float] = field(default_factory=list)  # seconds of the plain steps
+    decode: int = 0  # iterations that decoded and prefilled nothing
+    drafted: int = 0  # of those, the ones that drafted (depth > 0)
+    wasted: int = 0  # of those, the ones that drafted and verified only the roots
+    busy: float = 0.0  # seconds of iterations that decoded or prefilled
+    prefilling: float = 0.0  # of those, the seconds of the ones that prefilled
+
+
+def _tally(log: Path) -> _Tally:
+    t = _Tally()
+    with log.open() as f:
+        for line in f:
+            r = json.loads(line)
+            if not r.get("running") and not r.get("prefill_tokens"):
+                continue  # idle
+            t.busy += r["seconds"]
+            if r.get("prefill_tokens"):
+                t.prefilling += r["seconds"]
+                continue
+            t.decode += 1
+            drafted = r.get("depth", 0) > 0
+            t.drafted += drafted
+            t.wasted += drafted and r.get("verify_tokens") == r["running"]
+            if r["running"] == 1 and r.get("verify_tokens") == 1 and not drafted:
+                t.plain.append(r["seconds"])
+    return t
+
+
+def _plain(t: _Tally) -> tuple[float | None, int, float | None]:
+    return ((1e3 * statistics.median(t.plain) if len(t.plain) >= 5 else None), len(t.plain),
+            t.wasted / t.decode if t.decode else None)
+
+
+def _shares(t: _Tally) -> tuple[float | None, float | None]:
+    return (t.drafted / t.decode if t.decode else None,
+            t.prefilling / t.busy if t.busy else None)
 
 
 def plain_step_ms(log: Path) -> tuple[float | None, int, float | None]:
     """(median ms, count) of the log's single-request, one-token steps without draft or
     prefill, None under 5 of them; and the share of its decode steps (no prefill) that
     drafted (depth > 0) and verified only the roots (None without decode steps)."""
-    steps, decode, wasted = [], 0, 0
-    with log.open() as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("prefill_tokens") or not r.get("running"):
-                continue
-            decode += 1
-            drafted = r.get("depth", 0) > 0
-            wasted += drafted and r.get("verify_tokens") == r["running"]
-            if r["running"] == 1 and r.get("verify_tokens") == 1 and not drafted:
-                steps.append(r["seconds"])
-    return ((1e3 * statistics.median(steps) if len(steps) >= 5 else None), len(steps),
-            wasted / decode if decode else None)
+    return _plain(_tally(log))
 
 
 def work_shares(log: Path) -> tuple[float | None, float | None]:
     """(share of the log's decode steps, those without prefill, that drafted; share of its
     busy seconds in iterations that prefilled), each None where there is nothing to share."""
-    decode = drafted = 0
-    busy = prefilling = 0.0
-    with log.open() as f:
-        for line in f:
-            r = json.loads(line)
-            if not r.get("running") and not r.get("prefill_tokens"):
-                continue
-            busy += r["seconds"]
-            if r.get("prefill_tokens"):
-                prefilling += r["seconds"]
-            else:
-                decode += 1
-                drafted += r.get("depth", 0) > 0
-    return (drafted / decode if decode else None, prefilling / busy if busy else None)
+    return _shares(_tally(log))
 
 
 def _pct(share: float | None) -> str:
@@ -78,8 +96,8 @@ def speed_lines(raw: Path) -> list[str]:
              "| decode steps drafted | busy time prefilling |",
              "|---|---|---|---|---|"]
     for log in logs:
-        ms, n, wasted = plain_step_ms(log)
-        drafted, prefilling = work_shares(log)
+        tally = _tally(log)  # one read of the log for both readings
+        (ms, n, wasted), (drafted, prefilling) = _plain(tally), _shares(tally)
         lines.append(f"| {log.name.removesuffix('.iterations.jsonl')} | "
                      + ("-" if ms is None else f"{ms:.1f}") + f" ({n}) | {_pct(wasted)} | "
                      f"{_pct(drafted)} | {_pct(prefilling)} |")
