@@ -38,6 +38,7 @@ constexpr int kBlock = 64;  // cache columns per block: K and V blocks (2 x 16 K
 // request 4-8% slower, so only a decode token's units take them (2026-11-27, docs/engine.md)
 constexpr int kSmallBlock = 16;
 constexpr int64_t kSmallRows = 4;  // a decode token: one query row per head of a KV group
+constexpr int64_t kLine = 16;  // floats in a 64-byte cache line: what one prefetch asks for
 constexpr int64_t kMinSplit = 256;  // fewest columns a unit streams (Q packing, merging)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -209,17 +210,18 @@ void run_unit(const Problem& pb, const Unit& u, Scratch& sc, Partial out) {
     // ask for its V rows and the next block's K rows (the hardware prefetcher follows one
     // stream at a time, and stops at the compute between them)
     const int64_t ahead = std::min<int64_t>(blk, std::max<int64_t>(0, u.c1 - cb - nc));
-    const char* vpf = reinterpret_cast<const char*>(vblk);
-    const char* kpf = reinterpret_cast<const char*>(kblk + nc * D);
-    const int64_t vlines = nc * D * 4 / 64, klines = ahead * D * 4 / 64;
+    const float* knext = kblk + nc * D;
+    const int64_t klines = ahead * D / kLine;  // this block's V lines all come: c0 < nc
     for (int64_t r0 = 0; r0 < M; r0 += 3) {
       const int r = static_cast<int>(std::min<int64_t>(3, M - r0));
       for (int64_t c0 = 0; c0 < nc; c0 += 4) {
         const int c = static_cast<int>(std::min<int64_t>(4, nc - c0));
         if (r0 == 0) {
-          const int64_t l0 = c0 * D * 4 / 64, l1 = (c0 + c) * D * 4 / 64;
-          for (int64_t l = l0; l < l1 && l < vlines; ++l) _mm_prefetch(vpf + 64 * l, _MM_HINT_T0);
-          for (int64_t l = l0; l < l1 && l < klines; ++l) _mm_prefetch(kpf + 64 * l, _MM_HINT_T0);
+          const int64_t l0 = c0 * D / kLine, l1 = (c0 + c) * D / kLine;
+          for (int64_t l = l0; l < l1; ++l)
+            _mm_prefetch(reinterpret_cast<const char*>(vblk + kLine * l), _MM_HINT_T0);
+          for (int64_t l = l0; l < l1 && l < klines; ++l)
+            _mm_prefetch(reinterpret_cast<const char*>(knext + kLine * l), _MM_HINT_T0);
         }
         qk_fn(r, c)(qp + r0 * D, kblk + c0 * D, s + r0 * kBlock + c0, D, kBlock);
       }
