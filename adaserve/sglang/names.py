@@ -23,4 +23,5 @@ CHAT_STREAM = ("sglang.srt.entrypoints.openai.serving_chat.OpenAIServingChat"
                "._generate_chat_stream")
 COMPLETION_STREAM = ("sglang.srt.entrypoints.openai.serving_completions"
                      ".OpenAIServingCompletion._generate_completion_stream")
+CALC_PRIORITY = "sglang.srt.managers.schedule_policy.SchedulePolicy.calc_priority"
 RESOLVED = "sglang.srt.arg_groups.overrides.resolution_result"

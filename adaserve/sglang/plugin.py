@@ -18,6 +18,7 @@ log = logging.getLogger("adaserve.sglang")
 
 from adaserve.sglang.names import (
     ALGORITHM,
+    CALC_PRIORITY,
     CHAT_RESPONSE,
     CHAT_STREAM,
     COMPLETION_RESPONSE,
@@ -54,6 +55,7 @@ def register() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+    from adaserve.sglang.admission import calc_priority_hook
     from adaserve.sglang.http import (generate_hook, openai_hook, serve_hook, server_info_hook,
                                       warmup_hook)
     from adaserve.sglang.ragged import triton_metadata_hook
@@ -78,6 +80,8 @@ def register() -> None:
     HookRegistry.register(CHAT_STREAM, stream_report_hook, HookType.AROUND)
     HookRegistry.register(COMPLETION_STREAM, stream_report_hook, HookType.AROUND)
     HookRegistry.register(HIDDEN, need_hidden_states_hook, HookType.AROUND)
+    # the policy's admit=deadline: the waiting queue in deadline order (admission.py)
+    HookRegistry.register(CALC_PRIORITY, calc_priority_hook, HookType.AROUND)
     # passes every forward through but ADASERVE's ragged verify (ragged.py)
     HookRegistry.register(TRITON_METADATA, triton_metadata_hook, HookType.AROUND)
     from adaserve.sglang.cpu import hooks as cpu
