@@ -112,6 +112,10 @@ class AdaServePolicy(BudgetedPolicy):
         return self.options.refuse
 
     @property
+    def caps_batch(self) -> bool:
+        return self.options.cap
+
+    @property
     def prefill(self) -> str:
         return self.options.prefill
 

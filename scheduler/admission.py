@@ -13,6 +13,17 @@ already past its TTFT SLO when it arrives is refused at the door, 503 with Retry
 its client can go elsewhere or come back, and the queue does not grow with work that
 would be late anyway and make later requests late too. A refusal counts as a miss in every
 reading of attainment.
+
+With ``cap`` on, a waiting request is admitted only while the decode step predicted with
+it (the engine's latency model, the batch's contexts and its prompt) stays within the
+tightest TPOT SLO among the requests held and it (``past_step_cap``). Where a decode step
+grows with the batch (this CPU: 26 ms at one request, 51 ms at 14, 82 ms at 32), admitting
+every arrival can tip a server into a state it does not leave by itself: the steps grow
+past the tight class's SLO, slow steps keep requests longer, the batch grows more. On the
+served CPU sweep one seed at 4 req/s held a median of 21 requests with 67.5-ms steps and 3
+of 72 urgent requests in SLO, the next a median of 8 with 36-ms steps and 34 of 72
+(docs/scheduler.md). Holding the request back queues it instead, where its TTFT SLO, not
+everyone's TPOT SLO, pays for the overload.
 """
 
 from __future__ import annotations
@@ -44,6 +55,15 @@ def deadline_order(submitted_s: np.ndarray, now: float,
     late = deadline < now  # [m]
     # in time first (late False sorts before True), then by deadline; stable on arrival
     return np.lexsort((deadline, late))
+
+
+def past_step_cap(step_s: float, tpot_slos_s: np.ndarray) -> bool:
+    """Whether a decode step of ``step_s`` seconds is longer than the tightest of
+    ``tpot_slos_s`` [n] (NaN: no TPOT SLO, best effort), so admitting the request it was
+    predicted with would push a request it serves off its SLO; False where none has one."""
+    slos = np.asarray(tpot_slos_s, np.float64)
+    slos = slos[~np.isnan(slos)]
+    return bool(slos.size) and step_s > float(slos.min())
 
 
 def predicted_ttft(ahead: int, free_slots: int, queued_tokens: int, prompt_tokens: int,

@@ -16,6 +16,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
 | ``gate`` | ``on``/``off`` | the planned draft runs only if it keeps more requests at pace than the plain step does (``gate.drafting_pays``), else the iteration drafts nothing; acts where planning is cost-aware |
 | ``prefill`` | ``chunk``/``yield`` | the engine prefills a chunk every iteration beside the decodes, or the chunk waits where a step with it would push more decoding requests off their SLO (that a plain step keeps on it) than waiting pushes prompts past their TTFT SLO (``prefill_yield.chunk_waits``) |
+| ``cap`` | ``on``/``off`` | the engine admits no request whose joining would make the predicted decode step longer than the tightest TPOT SLO among the requests it holds and the one it admits (``admission.past_step_cap``); off: it admits while it has slots |
 
 A spec is a preset's name, optionally with options after a colon:
 ``adaserve``, ``adaserve-authors:pace=0.7,triage=on``, ``adaserve:depth=eq8``. The presets:
@@ -36,7 +37,7 @@ BUDGETS = ("profile", "goodput", "kept")
 LOSTS = ("serve", "roots")
 PREFILLS = ("chunk", "yield")
 # the options that are on or off
-SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate")
+SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate", "cap")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
 
@@ -56,6 +57,7 @@ class AdaServeOptions:
     lost: Literal["serve", "roots"] = "serve"
     gate: bool = False
     prefill: Literal["chunk", "yield"] = "chunk"
+    cap: bool = False
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)
@@ -97,7 +99,7 @@ class AdaServeOptions:
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
                                  f"depth, floor, calibrate, admit, refuse, budget, lost, "
-                                 f"gate, prefill")
+                                 f"gate, prefill, cap")
         return dataclasses.replace(self, **changes)
 
     def text(self) -> str:
@@ -107,7 +109,7 @@ class AdaServeOptions:
         return (f"pace={pace},triage={on[self.triage]},depth={self.depth},"
                 f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}"
                 f",refuse={on[self.refuse]},budget={self.budget},lost={self.lost}"
-                f",gate={on[self.gate]},prefill={self.prefill}")
+                f",gate={on[self.gate]},prefill={self.prefill},cap={on[self.cap]}")
 
 
 def _fraction(value: str) -> float:

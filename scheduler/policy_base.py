@@ -58,6 +58,13 @@ class Policy(ABC):
         return False
 
     @property
+    def caps_batch(self) -> bool:
+        """Whether the engine holds a waiting request back while admitting it would make
+        the predicted decode step longer than the tightest TPOT SLO it serves
+        (admission.past_step_cap); no policy does unless its options say so."""
+        return False
+
+    @property
     def prefill(self) -> str:
         """How the engine places prefill chunks (options.PREFILLS): one every iteration
         unless a policy's options say otherwise; the engine asks ``prefill_waits`` only

@@ -28,7 +28,8 @@ from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, SchedulerConfig, make_policy)
-from adaserve.scheduler.admission import FlowMeter, deadline_order, refusal, ttft_slo_s
+from adaserve.scheduler.admission import (FlowMeter, deadline_order, past_step_cap, refusal,
+                                          ttft_slo_s)
 from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 
 
@@ -294,17 +295,34 @@ class EngineCore:
 
     def _admit(self) -> None:
         free = self.n_slots - len(self.slots)
-        if self.policy.admission == "deadline" and len(self.waiting) > free > 0:
+        capped = self.policy.caps_batch
+        # with the cap, fewer than the free slots may be taken, so the order matters too
+        if (self.policy.admission == "deadline" and free > 0
+                and len(self.waiting) > (1 if capped else free)):
             # the requests still in time for their TTFT SLO first (scheduler/admission.py)
             waiting = list(self.waiting)
             order = deadline_order(np.array([r.t_submit for r in waiting]), self.clock(),
                                    _ttft_slos(waiting))
             self.waiting = collections.deque(waiting[i] for i in order)
         while self.waiting and len(self.slots) < self.n_slots:
+            if capped and self.slots and self._past_cap(self.waiting[0]):
+                break  # the next one waits (in order: none overtakes it)
             r = self.waiting.popleft()
             r.slot, r.phase = len(self.slots), Phase.PREFILL
             self.executor.open_slot(r.slot)
             self.slots.append(r)
+
+    def _past_cap(self, r: Request) -> bool:
+        """Whether admitting ``r`` makes the predicted decode step, every request held and
+        it committing its root over their contexts, longer than the tightest TPOT SLO among
+        them (option cap: scheduler/admission.py)."""
+        held = [*self.slots, r]
+        n = len(held)
+        # a prompt not prefilled yet is priced at the context it will have
+        step_s = self.latency.predict(sum(max(q.target_len, q.n_prompt) for q in held), (),
+                                      n, n)
+        return past_step_cap(step_s, np.array([np.nan if q.slo.tpot_s is None
+                                               else q.slo.tpot_s for q in held]))
 
     def _prefill_order(self, now: float) -> list[Request]:
         """The prompts still prefilling, in the order the chunk serves them: oldest first,

@@ -147,3 +147,41 @@ def test_a_late_prompt_yields_the_prefill_chunk_to_one_in_time(admit, first):
     core.step()
     prefilled = {r.id: r.target_len for r in (late, in_time)}
     assert prefilled[first] == chunk and sum(prefilled.values()) == chunk
+
+
+def _held(cap: str, slo_ms: float | None, slo_between: int | None = None) -> int:
+    """Requests the engine holds after one iteration, of eight queued at once with 64-token
+    prompts: with a TPOT SLO of ``slo_ms``, or, ``slo_between`` = k, one between the
+    predicted decode steps of k and k + 1 such requests (the real engine loop, simulated
+    model)."""
+    from adaserve.engine.sampling import SamplingParams
+    from adaserve.scheduler import SLO
+    from adaserve.sim.driver import build
+    from adaserve.sim.setups import Deployment
+
+    setup = Deployment.load("paper-llama3.1-70b").setup(f"adaserve:cap={cap}", max_batch=8)
+    core, _ = build(setup, max_context=8192, max_waiting=16)
+    if slo_between is not None:
+        k = slo_between
+        steps = [core.latency.predict(64 * n, (), n, n) for n in (k, k + 1)]
+        assert steps[0] < steps[1]  # a step grows with the batch here
+        slo_ms = 1e3 * sum(steps) / 2
+    for i in range(8):
+        core.add(f"r{i}", [0] * 64, SamplingParams(max_tokens=512), SLO.from_ms(slo_ms))
+    core.step()
+    return len(core.slots)
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_the_cap_holds_the_batch_where_the_decode_step_keeps_the_tightest_slo(k):
+    assert _held("on", None, slo_between=k) == k
+    assert _held("off", None, slo_between=k) == 8  # without it: every free slot
+
+
+def test_the_cap_binds_only_on_a_tpot_slo_and_never_empties_the_engine():
+    assert _held("on", None) == 8  # best effort has no TPOT SLO to keep
+    assert _held("on", 1e-3) == 1  # no batch keeps 1 us; one request is still served
+    cfg = SchedulerConfig(budget=8)
+    assert make_policy("adaserve:cap=on", cfg).caps_batch
+    assert not make_policy("adaserve", cfg).caps_batch
+    assert not make_policy("incremental", cfg).caps_batch
