@@ -1,0 +1,88 @@
+"""results/sglang_admission.md from benchmarks/sglang/admission.py's data (a run just
+measured, or results/sglang_admission.json with --render). Needs nothing of SGLang's."""
+
+from __future__ import annotations
+
+import statistics
+from types import SimpleNamespace
+
+from benchmarks.shared.page import table
+
+CLASSES = ("urgent", "moderate", "relaxed", "overall")
+
+
+def command(args) -> str:
+    """The run's command as the page names it: every setting, defaults included."""
+    return (f".venv/bin/python -m benchmarks.sglang.admission --policies {args.policies} "
+            f"--seed {args.seed} --seeds {args.seeds} --rate {args.rate:g} --requests "
+            f"{args.requests} --tokens {args.tokens} --max-running {args.max_running} "
+            f"--chunk {args.chunk} --baseline-ms {args.baseline_ms:g} --prefill-chunk-ms "
+            f"{args.prefill_chunk_ms:g}")
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _mean(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.fmean(xs) if xs else None
+
+
+def page(data: dict) -> list[str]:
+    args = SimpleNamespace(**data["args"])
+    runs = data["runs"]
+    policies = list(dict.fromkeys(r["policy"] for r in runs))
+    seeds = sorted({r["seed"] for r in runs})
+    got = {(r["policy"], r["seed"]): r["classes"] for r in runs}
+
+    def cell(p: str, s: int, c: str, key: str):
+        row = got[(p, s)].get(c)
+        return None if row is None else row[key]
+
+    lines = [
+        "# SGLang + ADASERVE: admitting by TTFT deadline against first come, first served",
+        "",
+        f"`{data['command']}`; {data['stamp']}; commit {data['commit']}; {data['machine']}; "
+        "alone on the machine.", "",
+        "SGLang 0.5.23 through `adaserve sglang serve-cpu` (stubbed kernels, torch attention, "
+        f"fp32; tree D=3 W=2 N=4), {args.max_running} requests running at most, chunked "
+        f"prefill {args.chunk} tokens. `{policies[0]}` orders SGLang's waiting queue by "
+        "`deadline_order` (adaserve/sglang/admission.py); the other leaves SGLang's first "
+        "come, first served. Load: `adaserve loadgen`, "
+        f"{args.requests} short prompts, {args.tokens} output tokens, Poisson at "
+        f"{args.rate:g} req/s, classes urgent / moderate / relaxed = x1 / x2.4 / x8 of "
+        f"{args.baseline_ms:g} ms (60% urgent), each request's TTFT SLO its class's default "
+        f"(x the class's multiple of 2 x ({args.prefill_chunk_ms:g} ms + its prompt's share "
+        f"of a {args.chunk}-token chunk): docs/contract.md). Paper: TPOT within its SLO, as "
+        "the authors count; end to end: TTFT within its SLO too. Seeds vary the arrivals, "
+        "prompts and classes; each seed runs every policy, one server after the other.", "",
+        "## Overall, per seed", ""]
+    head = ["seed"] + [f"`{p}` paper / end to end / TTFT p50 s" for p in policies]
+    rows = []
+    for s in seeds:
+        rows.append([str(s)] + [
+            f"{_pct(cell(p, s, 'overall', 'attainment_paper'))} / "
+            f"{_pct(cell(p, s, 'overall', 'attainment_ttft'))} / "
+            f"{cell(p, s, 'overall', 'ttft_ms')['p50'] / 1e3:.1f}" for p in policies])
+    rows.append(["mean"] + [
+        f"{_pct(_mean(cell(p, s, 'overall', 'attainment_paper') for s in seeds))} / "
+        f"{_pct(_mean(cell(p, s, 'overall', 'attainment_ttft') for s in seeds))} / "
+        f"{_mean(cell(p, s, 'overall', 'ttft_ms')['p50'] for s in seeds) / 1e3:.1f}"
+        for p in policies])
+    lines += table(head, rows) + ["", "## Per class, mean over the seeds", ""]
+    head = ["class"] + [f"`{p}` paper / end to end / TTFT p50 s" for p in policies]
+    rows = []
+    for c in CLASSES:
+        row = [c]
+        for p in policies:
+            ttft = _mean(cell(p, s, c, "ttft_ms")["p50"] for s in seeds
+                         if got[(p, s)].get(c) is not None)
+            row.append(f"{_pct(_mean(cell(p, s, c, 'attainment_paper') for s in seeds))} / "
+                       f"{_pct(_mean(cell(p, s, c, 'attainment_ttft') for s in seeds))} / "
+                       f"{'-' if ttft is None else f'{ttft / 1e3:.1f}'}")
+        rows.append(row)
+    lines += table(head, rows) + [
+        "", "Each run's load command (its host a fresh server's): "
+        f"`{runs[0]['command']}`, with the seed of its row.", ""]
+    return lines
