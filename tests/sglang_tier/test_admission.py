@@ -108,6 +108,7 @@ def one_slot(logdir):
     s.stop()
 
 
+@pytest.mark.slow  # a server of its own: about a minute to start
 def test_a_served_request_with_the_earlier_deadline_is_admitted_first(one_slot):
     """A request holds the one slot; "lenient" (a 10-minute TTFT SLO) is sent, then
     "tight" (5 minutes). First come, first served would run lenient next; by deadline
