@@ -193,11 +193,14 @@ def rekey(check: int = 2) -> list[str]:
             continue
         if (kept["inputs"] == {**now, **{k: kept["inputs"].get(k) for k in keys}}
                 and task.path == path):
-            groups.setdefault(tuple(kept["inputs"].get(k) or "" for k in keys),
+            # the policy it would run now too: a spec whose preset changed meaning is its
+            # own version, and cannot hold back the runs of one that did not change
+            groups.setdefault((*(kept["inputs"].get(k) or "" for k in keys), now["policy_sha"]),
                               []).append((path, kept, task))
     lines = []
-    for (old_code, old_setup, old_policy), runs in groups.items():
-        name = f"code {old_code[:12]}, set-up {old_setup[:12]}, policy {old_policy[:12]}"
+    for (old_code, old_setup, old_policy, new_policy), runs in groups.items():
+        name = (f"code {old_code[:12]}, set-up {old_setup[:12]}, policy {old_policy[:12]} "
+                f"as {new_policy[:12]}")
         by_cost = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))
         ends = {min(r[2].replicas for r in runs), max(r[2].replicas for r in runs)}
         picks = [next(r for r in by_cost if r[2].replicas == n) for n in sorted(ends)]

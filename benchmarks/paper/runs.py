@@ -228,9 +228,11 @@ def rekey(check: int = 2) -> list[str]:
 
     A run qualifies when its inputs differ from its task's in the code hash, its policy's
     hash, or both (a change to its trace, set-up, hardware or acceptance model never
-    qualifies). Each version's ``check`` cheapest runs of each policy hash are re-run and
-    compared with what was kept, every measured field exactly: a change that moves one
-    policy shows in that policy's sample. A sample is a check, not a proof."""
+    qualifies). A version is the code and policy hashes a run was kept under and its
+    policy's hash now; each version's ``check`` cheapest runs are re-run and compared with
+    what was kept, every measured field exactly: a change that moves one policy shows in
+    that policy's sample and leaves that version stale, the others re-keyed. A sample is a
+    check, not a proof."""
     keys = ("code_sha", "policy_sha")
     groups: dict[tuple[str, ...], list[tuple[Path, dict, Task]]] = {}
     for path in sorted(RUNS.rglob("*.json")):
@@ -244,16 +246,19 @@ def rekey(check: int = 2) -> list[str]:
         if kept["inputs"] == now:
             continue
         if kept["inputs"] == {**now, **{k: kept["inputs"].get(k) for k in keys}}:
-            groups.setdefault((kept["inputs"].get("code_sha", ""),), []).append((path, kept, task))
+            # one version: the code and policy it ran, and the policy it would run now (a
+            # spec whose preset changed meaning is its own version, and cannot hold back
+            # the runs of a policy that did not change)
+            version = (kept["inputs"].get("code_sha", ""), kept["inputs"].get("policy_sha", ""),
+                       now["policy_sha"])
+            groups.setdefault(version, []).append((path, kept, task))
     lines = []
-    for (old_code,), runs in groups.items():
-        by_policy: dict[str, list] = {}
-        for r in sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0]))):
-            by_policy.setdefault(r[1]["inputs"].get("policy_sha", ""), []).append(r)
-        picks = [r for group in by_policy.values() for r in group[:check]]
+    for (old_code, old_policy, new_policy), runs in groups.items():
+        picks = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))[:check]
         moved = [str(r[0].relative_to(RUNS)) for r in picks
                  if not _same(execute_fresh(r[2]), r[1])]
-        name = f"code {old_code[:12] or '(none)'}"
+        name = (f"code {old_code[:12] or '(none)'}, policy {old_policy[:12] or '(none)'} "
+                f"as {new_policy[:12]}")
         if moved:
             lines.append(f"{name}: {len(runs)} runs left stale, re-runs differ: {', '.join(moved)}")
             continue
@@ -261,7 +266,7 @@ def rekey(check: int = 2) -> list[str]:
             kept["inputs"] = task.inputs()
             path.write_text(json.dumps(kept, indent=1) + "\n")
         lines.append(f"{name}: {len(runs)} runs re-keyed to code {code_sha()[:12]} "
-                     f"({len(picks)} re-run identical, {len(by_policy)} policies)")
+                     f"({len(picks)} re-run identical)")
     return lines or ["no kept run differs from its task in the code or policy hash alone"]
 
 

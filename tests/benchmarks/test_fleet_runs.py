@@ -135,5 +135,5 @@ def test_rekey_moves_only_runs_whose_re_runs_are_identical(tmp_path, monkeypatch
                              (8, "least-load")]
     assert any("3 runs re-keyed" in line for line in lines)
     assert any("set-up old-setup," in line and "2 runs re-keyed" in line for line in lines)
-    assert any("policy old-policy: 1 runs re-keyed" in line for line in lines)
+    assert any("policy old-policy as " in line and "1 runs re-keyed" in line for line in lines)
     assert any("2 runs left stale" in line and "x4" in line for line in lines)

@@ -46,17 +46,22 @@ def _code(path: Path) -> str:
 def test_identical_re_runs_re_key_the_version(kept):
     assert all(runs.cached(runs._task_of(json.loads(p.read_text()))) is None for p in kept)
     lines = runs.rekey(check=1)
-    assert lines[0].startswith("code older: 2 runs re-keyed") and "2 policies" in lines[0]
+    # a version a policy: each re-keyed on its own re-run
+    assert len(lines) == 2 and all(line.startswith("code older, policy ")
+                                   and "1 runs re-keyed" in line for line in lines)
     assert all(_code(p) == runs.code_sha() for p in kept)
     assert all(runs.cached(runs._task_of(json.loads(p.read_text()))) for p in kept)
     assert runs.rekey(check=1) == [
         "no kept run differs from its task in the code or policy hash alone"]
 
 
-def test_a_re_run_that_differs_leaves_the_version_stale(kept):
+def test_a_re_run_that_differs_leaves_its_version_stale_and_no_other(kept):
+    """A policy whose re-run moved (a preset that changed meaning, or a change to what it
+    runs) stays stale; the other policy's runs of the same code are re-keyed."""
     data = json.loads(kept[1].read_text())
     data["classes"]["overall"]["attainment"] -= 1.0  # what an older simulator measured
     kept[1].write_text(json.dumps(data))
     lines = runs.rekey(check=1)
-    assert "2 runs left stale" in lines[0] and "vllm-s0.json" in lines[0]
-    assert all(_code(p) == "older" for p in kept)
+    stale = [line for line in lines if "left stale" in line]
+    assert len(stale) == 1 and "1 runs left stale" in stale[0] and "vllm-s0.json" in stale[0]
+    assert _code(kept[1]) == "older" and _code(kept[0]) == runs.code_sha()
