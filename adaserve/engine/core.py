@@ -262,7 +262,7 @@ class EngineCore:
 
     def _view(self, reqs: list[Request], now: float) -> BatchView:
         n = len(reqs)
-        slo = np.array([np.nan if r.slo.tpot_s is None else r.slo.tpot_s for r in reqs])
+        slo = _tpot_slos(reqs)
         lat = np.array([0.0 if r.t_first is None else now - r.t_first for r in reqs])
         dec = np.array([max(0, len(r.tokens) - r.n_prompt - 1) for r in reqs], np.int64)
         ctx = np.array([r.target_len for r in reqs], np.int64)
@@ -321,8 +321,7 @@ class EngineCore:
         # a prompt not prefilled yet is priced at the context it will have
         step_s = self.latency.predict(sum(max(q.target_len, q.n_prompt) for q in held), (),
                                       n, n)
-        return past_step_cap(step_s, np.array([np.nan if q.slo.tpot_s is None
-                                               else q.slo.tpot_s for q in held]))
+        return past_step_cap(step_s, _tpot_slos(held))
 
     def _prefill_order(self, now: float) -> list[Request]:
         """The prompts still prefilling, in the order the chunk serves them: oldest first,
@@ -442,6 +441,12 @@ class EngineCore:
         self.policy.forget(r.id)
         return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=r.stats(),
                       error=error)
+
+
+def _tpot_slos(requests: list[Request]) -> np.ndarray:
+    """[m] each request's TPOT SLO in seconds, NaN for best effort."""
+    return np.array([np.nan if r.slo.tpot_s is None else r.slo.tpot_s for r in requests],
+                    np.float64)
 
 
 def _ttft_slos(requests: list[Request]) -> np.ndarray:
