@@ -6,12 +6,12 @@ from adaserve.loadgen.records import Record, write_jsonl
 from adaserve.loadgen.report import goals, write_report, _table
 
 
-def _run(tmp_path, policy, point, att, good, urgent_att, e2e=None, finish_s=1.0):
+def _run(tmp_path, policy, point, att, good, urgent_att, e2e=None, finish_s=1.0, paper=None):
     ttft = {"p50": 120.0, "p90": 150.0, "p99": 180.0}
     rows = [{"slo_class": "urgent", "attainment": urgent_att, "attainment_ttft": e2e,
-             "ttft_ms": ttft},
+             "attainment_paper": paper, "ttft_ms": ttft},
             {"slo_class": "overall", "attainment": att, "attainment_ttft": e2e,
-             "goodput_tok_s": good, "ttft_ms": ttft}]
+             "attainment_paper": paper, "goodput_tok_s": good, "ttft_ms": ttft}]
     d = f"{policy}-{point}-s0"
     # sends at 0.1 s apart over 0.4 s; the last finishes at finish_s + 0.4 s
     recs = [Record(i, "urgent", 100.0, 0.1 * (i - 1), 0.1 * (i - 1), "ok", 0.1 * i,
@@ -78,10 +78,33 @@ def test_page_gives_both_readings_ttft_and_drain_and_only_non_adaserve_baselines
     write_report(tmp_path, meta, runs)
     md = (tmp_path / "summary.md").read_text()
     assert "## End-to-end attainment" in md and "| 2.0 | 30.0% | 50.0% | 40.0% |" in md
-    assert "| adaserve | 2.0 | 50.0% / 30.0% |" in md  # per class: TPOT / end to end
+    # per class: TPOT / end to end (these runs recorded no paper's reading)
+    assert "| adaserve | 2.0 | 50.0% / 30.0% |" in md and "before the paper's reading" in md
     assert "| adaserve | 2.0 | 120 / 180 |" in md  # TTFT p50 / p99 of the class
     # drain: the sends span 0.4 s; adaserve's last request ends 3.0 s after the last send
     assert "| 2.0 | 0.4 + 3.0 | 0.4 + 1.0 | 0.4 + 1.0 |" in md
+
+
+def test_goal_is_read_on_the_papers_reading_where_the_runs_recorded_it(tmp_path):
+    # TPOT puts turbospec first (0.5 > 0.4) but the paper's reading incremental (0.55 >
+    # 0.45): the goal takes the best baseline by the paper's reading and states TPOT beside
+    runs = [_run(tmp_path, "adaserve", "3.0", 0.6, 8.0, 0.6, e2e=0.3, paper=0.66),
+            _run(tmp_path, "incremental", "3.0", 0.4, 6.0, 0.4, e2e=0.35, paper=0.55),
+            _run(tmp_path, "turbospec", "3.0", 0.5, 6.0, 0.5, e2e=0.2, paper=0.45)]
+    policies = ["adaserve", "incremental", "turbospec"]
+    text = " ".join(goals("rate", _table(runs), policies, ["3.0"]))
+    assert "is incremental with 55.0% attainment" in text
+    assert "adaserve: 66.0% = **1.20x** (goal >= 1.0x: met)" in text
+    assert "end to end 30.0% = **0.86x** the best baseline's 35.0% (NOT met)" in text
+    assert "TPOT 60.0% = 1.20x the best baseline's 50.0%" in text
+    write_report(tmp_path, _meta(), runs)
+    md = (tmp_path / "summary.md").read_text()
+    paper = md.index("the paper's reading, against")
+    tpot = md.index("TPOT within its SLO\n")
+    assert paper < tpot
+    assert "| 3.0 | 66.0% | 55.0% | 45.0% |" in md[paper:tpot]
+    assert "| 3.0 | 60.0% | 40.0% | 50.0% |" in md[tpot:]
+    assert "| adaserve | 3.0 | 66.0% / 60.0% / 30.0% |" in md
 
 
 def test_rate_goal_pairs_the_seeds_and_reads_every_adaserve_entry(tmp_path):
