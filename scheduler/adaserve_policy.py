@@ -17,7 +17,7 @@ from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.depth import MeasuredDepth, need_floor
 from adaserve.scheduler.gate import drafting_pays
-from adaserve.scheduler.options import PRESETS, YIELDING, AdaServeOptions
+from adaserve.scheduler.options import PRESETS, AdaServeOptions
 from adaserve.scheduler.pacing import pace_cap
 from adaserve.scheduler.policy_base import IDLE, BudgetedPolicy, chain_plan, prices_drafting
 from adaserve.scheduler.prefill_yield import PromptQueue, chunk_waits
@@ -121,14 +121,12 @@ class AdaServePolicy(BudgetedPolicy):
 
     def prefill_waits(self, batch: BatchView, prompts: PromptQueue, t_plain_s: float,
                       t_prefill_s: float) -> bool:
-        if self.options.prefill not in YIELDING:
+        if self.options.prefill != "yield":
             return False
         # a step commits the root and, with the request's acceptance rate, a drafted token:
         # a request the chunk sets back by less than that draws even again by speculating
         commit = expected_chain_tokens(self.acceptance.alphas(batch.request_ids), 1)  # [n]
-        live = batch.ttft_met if self.options.prefill == "live" else None
-        return chunk_waits(batch, prompts, t_plain_s, t_prefill_s, self.config.rules, commit,
-                           live)
+        return chunk_waits(batch, prompts, t_plain_s, t_prefill_s, self.config.rules, commit)
 
     @property
     def _roots_lost(self) -> bool:

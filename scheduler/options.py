@@ -15,7 +15,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``lost`` | ``serve``/``roots`` | what becomes of a request triage gave up: it still competes for the throughput phase's nodes (the authors' way), or it verifies its root alone and counts in no choice of depth, so its tokens stop lengthening everyone's iteration; acts where planning is cost-aware |
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
 | ``gate`` | ``on``/``off`` | the planned draft runs only if it keeps more requests at pace than the plain step does (``gate.drafting_pays``), else the iteration drafts nothing; acts where planning is cost-aware |
-| ``prefill`` | ``chunk``/``yield``/``live`` | the engine prefills a chunk every iteration beside the decodes, or the chunk waits where a step with it would push more decoding requests off their SLO (that a plain step keeps on it) than waiting pushes prompts past their TTFT SLO (``prefill_yield.chunk_waits``); ``live``: the same, counting only the decoding requests whose first token came within its TTFT SLO, the others being lost to the end-to-end reading already |
+| ``prefill`` | ``chunk``/``yield`` | the engine prefills a chunk every iteration beside the decodes, or the chunk waits where a step with it would push more decoding requests off their SLO (that a plain step keeps on it) than waiting pushes prompts past their TTFT SLO (``prefill_yield.chunk_waits``) |
 | ``cap`` | ``on``/``off`` | the engine admits no request whose joining would make the predicted decode step longer than the tightest TPOT SLO among the requests it holds and the one it admits (``admission.past_step_cap``); off: it admits while it has slots |
 
 A spec is a preset's name, optionally with options after a colon:
@@ -35,9 +35,7 @@ DEPTHS = ("eq8", "measured")
 ADMITS = ("fifo", "deadline")
 BUDGETS = ("profile", "goodput", "kept")
 LOSTS = ("serve", "roots")
-PREFILLS = ("chunk", "yield", "live")
-# the prefill placements under which a chunk may wait for the decoding requests
-YIELDING = ("yield", "live")
+PREFILLS = ("chunk", "yield")
 # the options that are on or off
 SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate", "cap")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
@@ -58,7 +56,7 @@ class AdaServeOptions:
     budget: Literal["profile", "goodput", "kept"] = "profile"
     lost: Literal["serve", "roots"] = "serve"
     gate: bool = False
-    prefill: Literal["chunk", "yield", "live"] = "chunk"
+    prefill: Literal["chunk", "yield"] = "chunk"
     cap: bool = False
 
     def __post_init__(self) -> None:

@@ -105,15 +105,10 @@ def wait_breaks(prompts: PromptQueue, t_plain_s: float, t_prefill_s: float) -> n
 
 def chunk_waits(batch: BatchView, prompts: PromptQueue, t_plain_s: float,
                 t_prefill_s: float, rules: AdaServeRules,
-                commit: np.ndarray | float = 1.0, live: np.ndarray | None = None) -> bool:
+                commit: np.ndarray | float = 1.0) -> bool:
     """Whether the chunk breaks more decoding requests than waiting breaks prompts (module
-    docstring); False until both steps are measured, or where a chunk costs nothing.
-    ``live`` [n] bool (``prefill=live``): only those decoding requests count, the ones whose
-    first token came in time; None: all of them."""
+    docstring); False until both steps are measured, or where a chunk costs nothing."""
     if math.isnan(t_plain_s) or math.isnan(t_prefill_s) or t_prefill_s <= t_plain_s:
         return False
-    breaks = chunk_breaks(batch, t_plain_s, t_prefill_s, rules, commit)  # [n]
-    if live is not None:
-        breaks &= live
-    broken = int(breaks.sum())
+    broken = int(chunk_breaks(batch, t_plain_s, t_prefill_s, rules, commit).sum())
     return broken > int(wait_breaks(prompts, t_plain_s, t_prefill_s).sum())

@@ -135,17 +135,13 @@ class BatchView:
     # [n] bool, SLO.relative per request. None: unknown, every SLO counts as relative (an
     # engine that does not fill it in loses nothing: all its requests reach the SLO phase)
     slo_relative: np.ndarray | None = None
-    # [n] bool, whether each request's first token came within its TTFT SLO: one that came
-    # late is lost to the end-to-end reading whatever its TPOT now. None: unknown, every
-    # request counts as in time.
-    ttft_met: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.request_ids)
         for name in ("tpot_slo_s", "decode_latency_s", "decoded_tokens", "context_tokens"):
             if np.shape(getattr(self, name)) != (n,):
                 raise ValueError(f"BatchView.{name} must have shape ({n},)")
-        for name in ("max_tokens_left", "slo_relative", "ttft_met"):
+        for name in ("max_tokens_left", "slo_relative"):
             if getattr(self, name) is not None and np.shape(getattr(self, name)) != (n,):
                 raise ValueError(f"BatchView.{name} must be None or have shape ({n},)")
 

@@ -30,7 +30,6 @@ from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency
                                 CandidateBatch, SchedulerConfig, make_policy)
 from adaserve.scheduler.admission import (FlowMeter, deadline_order, past_step_cap, refusal,
                                           ttft_slo_s)
-from adaserve.scheduler.options import YIELDING
 from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 
 
@@ -250,7 +249,7 @@ class EngineCore:
         """Whether the policy holds this iteration's prefill chunk back for the decoding
         requests, weighed against the prompts' TTFT SLOs (option prefill=yield:
         scheduler/prefill_yield.py)."""
-        if (self.policy.prefill not in YIELDING or not self.n_decode
+        if (self.policy.prefill != "yield" or not self.n_decode
                 or len(self.slots) == self.n_decode):
             return False  # chunks every iteration, nobody decodes, or no prompt is left
         prompts = self._prefill_order(now)
@@ -270,12 +269,8 @@ class EngineCore:
         # R: tokens max_tokens still allows (an upper bound when EOS may end it sooner)
         left = np.array([r.params.max_tokens - (len(r.tokens) - r.n_prompt) for r in reqs],
                         np.int64)
-        # a request still prefilling has no first token yet: in time so far
-        first = np.array([now if r.t_first is None else r.t_first for r in reqs])
-        ttft_met = first - np.array([r.t_submit for r in reqs]) <= _ttft_slos(reqs)
         return BatchView(tuple(r.id for r in reqs), slo.reshape(n), lat.reshape(n), dec, ctx,
-                         np.maximum(left, 0), np.array([r.slo.relative for r in reqs], bool),
-                         ttft_met.reshape(n))
+                         np.maximum(left, 0), np.array([r.slo.relative for r in reqs], bool))
 
     def _past_slo(self, r: Request, now: float) -> bool:
         """The authors' early termination (EngineConfig.slo_drop_slack): decode latency

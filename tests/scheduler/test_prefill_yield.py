@@ -5,7 +5,6 @@ then decodes without prefilling."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -144,49 +143,3 @@ def test_the_engine_decodes_without_prefilling_while_the_chunk_waits():
     hold = False
     core.step()
     assert long.target_len == core.cfg.prefill_chunk and core.stats[-1].running == 1
-
-
-def test_live_counts_only_the_decoders_whose_first_token_came_in_time():
-    """prefill=live: a decoding request whose first token missed its TTFT SLO is lost to the
-    end-to-end reading, so the chunk does not wait for it."""
-    two_near = BatchView.from_progress([RequestProgress(r, SLO.from_ms(70.0), 20 * 0.07 - 0.01,
-                                                        20, 4000) for r in "ab"])
-    marginal = _queue([T1 + T0 / 2], [100])  # in time now, late one plain step later
-    assert chunk_waits(two_near, marginal, T0, T1, RULES)  # two decoders for one prompt
-    # one of the two came late: one for one, the prefill goes on
-    assert not chunk_waits(two_near, marginal, T0, T1, RULES, live=np.array([True, False]))
-    assert chunk_waits(two_near, marginal, T0, T1, RULES, live=np.array([True, True]))
-
-    def view(met):
-        return dataclasses.replace(_one(20 * 0.07 - 0.01), ttft_met=np.array([met]))
-    live = make_policy("adaserve:prefill=live", SchedulerConfig(budget=4))
-    assert live.prefill == "live"
-    assert live.prefill_waits(view(True), NONE, T0, T1)
-    assert not live.prefill_waits(view(False), NONE, T0, T1)
-    # prefill=yield counts every decoder, late or not
-    assert make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4)).prefill_waits(
-        view(False), NONE, T0, T1)
-
-
-def test_the_engine_tells_the_policy_whose_first_token_came_in_time():
-    """The engine's batch view (the real loop, simulated model) marks a decoding request
-    whose first token came after its TTFT SLO; the live option's chunk then goes on."""
-    from adaserve.engine.sampling import SamplingParams
-    from adaserve.sim.driver import build
-    from adaserve.sim.setups import Deployment
-
-    setup = Deployment.load("paper-llama3.1-70b").setup("adaserve:prefill=live", max_batch=2)
-    core, _ = build(setup, max_context=8192, max_waiting=8)
-    a = core.add("a", [0] * 16, SamplingParams(max_tokens=64))
-    while core.n_decode == 0:
-        core.step()
-    now = core.clock()
-    assert core._view(core.slots[: core.n_decode], now).ttft_met.tolist() == [True]
-    a.t_submit = a.t_first - DEFAULT_TTFT_SLO_S - 1.0  # it had waited past its TTFT SLO
-    assert core._view(core.slots[: core.n_decode], now).ttft_met.tolist() == [False]
-    long = core.add("b", [0] * (4 * core.cfg.prefill_chunk), SamplingParams(max_tokens=8))
-    seen = []
-    core.policy.prefill_waits = lambda batch, prompts, t0, t1: seen.append(
-        batch.ttft_met.tolist()) or False
-    core.step()
-    assert seen == [[False]] and long.target_len == core.cfg.prefill_chunk
