@@ -346,7 +346,8 @@ def rate_goals(t: dict, policies: list[str], pts: list[str]) -> list[str]:
         if not best_att < 0.60:
             continue
         best_tpot = max(att(b, pt, "attainment") for b in base)
-        best_e2e = max(att(b, pt, "e2e") for b in base)
+        best_e2e_policy = max(base, key=lambda b: att(b, pt, "e2e"))
+        best_e2e = att(best_e2e_policy, pt, "e2e")
         best_good = max(att(b, pt, "goodput") for b in base)
         lines.append(f"- Rate {pt}: the best baseline (of {', '.join(base)}) is {best} with "
                      f"{100 * best_att:.1f}% attainment, below 60%.")
@@ -357,7 +358,8 @@ def rate_goals(t: dict, policies: list[str], pts: list[str]) -> list[str]:
             lines.append(f"  - {pol}: {100 * a:.1f}% = **{ra:.2f}x** (goal >= 1.0x: "
                          f"{verdict(ra)}){_paired(t[pol][pt], t[best][pt])}; end to end "
                          f"{100 * e:.1f}% = **{re:.2f}x** the best baseline's "
-                         f"{100 * best_e2e:.1f}% ({verdict(re)}); TPOT {100 * tp:.1f}% = "
+                         f"{100 * best_e2e:.1f}% ({verdict(re)})"
+                         f"{_paired(t[pol][pt], t[best_e2e_policy][pt], 'e2e')}; TPOT {100 * tp:.1f}% = "
                          f"{ratio(tp, best_tpot):.2f}x the best baseline's "
                          f"{100 * best_tpot:.1f}%; goodput {g:.2f} tok/s = "
                          f"{ratio(g, best_good):.2f}x the best baseline's {best_good:.2f}.")
@@ -368,12 +370,13 @@ def rate_goals(t: dict, policies: list[str], pts: list[str]) -> list[str]:
                     "is the seeds' spread, not a win or a loss."]
 
 
-def _paired(ours: list[Cell], best: list[Cell]) -> str:
+def _paired(ours: list[Cell], best: list[Cell], key: str = "headline") -> str:
     """" (per seed +2.1 points, SE 1.3, 8 seeds)": the mean over the seeds both ran of
-    the attainment difference, in points; "" with fewer than 2 such seeds."""
-    theirs = {c.seed: c.headline for c in best if c.seed is not None}
-    d = [100 * (c.headline - theirs[c.seed]) for c in ours
-         if c.seed in theirs and c.headline is not None and theirs[c.seed] is not None]
+    the difference in the reading ``key`` (a Cell field), in points; "" with fewer than 2
+    such seeds."""
+    theirs = {c.seed: getattr(c, key) for c in best if c.seed is not None}
+    d = [100 * (getattr(c, key) - theirs[c.seed]) for c in ours
+         if c.seed in theirs and getattr(c, key) is not None and theirs[c.seed] is not None]
     if len(d) < 2:
         return ""
     se = float(np.std(d, ddof=1)) / math.sqrt(len(d))

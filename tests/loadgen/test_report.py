@@ -123,6 +123,22 @@ def test_rate_goal_pairs_the_seeds_and_reads_every_adaserve_entry(tmp_path):
     assert "(per seed +7.5 points, SE 2.5, 2 seeds)" in text
 
 
+def test_the_end_to_end_ratio_is_paired_against_the_best_baseline_end_to_end(tmp_path):
+    # end to end adaserve +5 and -5 points against turbospec, the best baseline end to end
+    # (incremental is the best on the paper's reading): mean 0.0, SE 5.0
+    runs = []
+    for seed, (a, i, tb) in enumerate([(0.3, 0.1, 0.25), (0.2, 0.1, 0.25)]):
+        for pol, e2e, paper in (("adaserve", a, 0.6), ("incremental", i, 0.5),
+                                ("turbospec", tb, 0.4)):
+            r = _run(tmp_path, pol, "2.0", paper, 5.0, paper, e2e=e2e, paper=paper)
+            runs.append({**r, "seed": seed, "dir": f"{r['dir']}{seed}"})
+    text = " ".join(goals("rate", _table(runs), ["adaserve", "incremental", "turbospec"],
+                          ["2.0"]))
+    assert "is incremental with 50.0%" in text
+    assert ("end to end 25.0% = **1.00x** the best baseline's 25.0% (met) (per seed +0.0 "
+            "points, SE 5.0, 2 seeds)") in text
+
+
 def test_rate_goal_reads_an_adaserve_spec_with_options_without_the_preset(tmp_path):
     # a run of adaserve:prefill=yield and baselines only: the spec is AdaServe, not a
     # baseline, and is read against the best of the others

@@ -1,0 +1,135 @@
+"""results/served_tally.md: the served default against its baselines over every served test
+point, read from the kept sweep pages (nothing is run).
+
+Issue 38's served goal is read per point (loadgen/report.py's goals: where the best
+baseline is below 60% on the paper's reading). One point's ratio rests on two or three
+seeds, and the same seeds and code give a different end-to-end reading from one run to the
+next (docs/scheduler.md), so this page pools them too: per reading, the per-seed
+difference against the best baseline at each point (paired: each seed sends the same
+requests to every policy), its mean and standard error over every seed of every point.
+
+    python -m benchmarks.serving.served_tally
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.shared.common import RESULTS
+from benchmarks.shared.page import Made, table
+
+# The served test sweeps that ran today's preset, and its spec on each: the runs before
+# 2026-11-27 13:00 UTC ran it by its options' name. Development sweeps are not here.
+SWEEPS = (("test-served-yield-deadline", "adaserve:prefill=yield,admit=deadline"),
+          ("test-served-default", "adaserve"),
+          ("test-served-steady", "adaserve"),
+          ("test-served-cap", "adaserve"))
+BASELINES = ("incremental", "turbospec")
+# (summary field, the page's name for it)
+READINGS = (("attainment_paper", "the paper's reading"), ("attainment_ttft", "end to end"),
+            ("attainment", "TPOT"))
+
+
+def overall(run: dict) -> dict:
+    return next(r for r in run["summary"]["rows"] if r["slo_class"] == "overall")
+
+
+def points(sweep: dict, ours: str) -> list[dict]:
+    """Per rate where the best baseline (on the paper's reading) is below 60%: per reading,
+    the preset's mean, the best baseline's (the best on that reading) and the per-seed
+    differences in points."""
+    cells: dict = {}
+    for run in sweep["runs"]:
+        cells[(run["policy"], run["point"], run["seed"])] = overall(run)
+    seeds = sorted({k[2] for k in cells})
+    rates = list(dict.fromkeys(k[1] for k in cells))
+    out = []
+    for rate in rates:
+        def mean(policy: str, key: str) -> float:
+            return float(np.mean([cells[(policy, rate, s)][key] for s in seeds]))
+        if max(mean(b, "attainment_paper") for b in BASELINES) >= 0.60:
+            continue
+        row = {"rate": rate, "seeds": seeds}
+        for key, _ in READINGS:
+            best = max(BASELINES, key=lambda b: mean(b, key))
+            row[key] = {"ours": mean(ours, key), "best": mean(best, key), "baseline": best,
+                        "diffs": [100 * (cells[(ours, rate, s)][key]
+                                         - cells[(best, rate, s)][key]) for s in seeds]}
+        out.append(row)
+    return out
+
+
+def tally(results: Path = RESULTS) -> dict:
+    rows = []
+    for name, ours in SWEEPS:
+        sweep = json.loads((results / name / "summary.json").read_text())
+        for p in points(sweep, ours):
+            rows.append({"page": name, "commit": sweep.get("commit"), "spec": ours, **p})
+    pooled = {}
+    for key, _ in READINGS:
+        d = np.array([x for r in rows for x in r[key]["diffs"]])
+        pooled[key] = {"pairs": int(d.size), "mean": float(d.mean()),
+                       "se": float(d.std(ddof=1) / math.sqrt(d.size)),
+                       "points_met": sum(r[key]["ours"] >= r[key]["best"] - 1e-9 for r in rows),
+                       "seeds_behind": int((d < 0).sum())}
+    return {"rows": rows, "pooled": pooled}
+
+
+def page(data: dict, made: Made) -> list[str]:
+    rows, pooled = data["rows"], data["pooled"]
+    lines = made.header("The served default against its baselines, every served test point",
+                        " (reads the kept sweep pages; runs nothing)")
+    lines += ["Where the best baseline (`incremental`, `turbospec`) is below 60% on the "
+              "paper's reading, the default's attainment over the best baseline's, per "
+              "reading (the best baseline taken on that reading), from each sweep page's own "
+              "runs (their command, machine, date and commit are on the page). Test seeds "
+              "only: no fit touched them.", ""]
+    head = ["page (commit)", "req/s", "seeds"] + [f"{n}: ours / best = ratio (per seed)"
+                                                  for _, n in READINGS]
+
+    def cell(r: dict, key: str) -> str:
+        c = r[key]
+        ratio = c["ours"] / c["best"] if c["best"] > 0 else math.inf
+        diffs = ", ".join(f"{d:+.1f}" for d in c["diffs"])
+        return f"{100 * c['ours']:.1f} / {100 * c['best']:.1f}% = {ratio:.2f}x ({diffs})"
+    lines += table(head, [[f"[{r['page']}](../results/{r['page']}/summary.md) "
+                           f"({r['commit']})", r["rate"],
+                           "-".join(str(s) for s in (r["seeds"][0], r["seeds"][-1])),
+                           *(cell(r, k) for k, _ in READINGS)] for r in rows])
+    lines += ["", "## Pooled over every seed of every point", ""]
+    lines += table(["reading", "points at >= 1.0x", "seed-points", "mean difference, points",
+                    "standard error", "seed-points behind"],
+                   [[n, f"{pooled[k]['points_met']} of {len(rows)}", pooled[k]["pairs"],
+                     f"{pooled[k]['mean']:+.1f}", f"{pooled[k]['se']:.1f}",
+                     pooled[k]["seeds_behind"]] for k, n in READINGS])
+    for key, name in READINGS[:2]:
+        e = pooled[key]
+        z = e["mean"] / e["se"] if e["se"] > 0 else math.inf
+        lines += ["", f"{name[0].upper() + name[1:]}: the default is {e['mean']:+.1f} points a "
+                  f"seed-point against the best baseline ({z:.1f} standard errors: "
+                  f"{'beyond' if abs(z) >= 2 else 'within'} two of a tie), behind on "
+                  f"{e['seeds_behind']} of {e['pairs']} seed-points."]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    data = tally(args.out)
+    made = Made.now("benchmarks.serving.served_tally")
+    (args.out / "served_tally.json").write_text(json.dumps({**data, **made.to_dict()},
+                                                           indent=1))
+    text = "\n".join(page(data, made)) + "\n"
+    (args.out / "served_tally.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
