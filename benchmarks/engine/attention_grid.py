@@ -10,7 +10,9 @@ between two layers) that every call reads its K and V from DRAM, and reports the
 30 layers. Within a (batch, context) group every (backend, Q) cell is
 sampled in each of several interleaved rounds; medians. The machine's read bandwidth is
 measured in the same run (the sum of a 1 GB tensor, torch's 2 threads) and every cell's
-KV bytes are set against it. Prints a table, writes results/attention_grid.{md,json};
+KV bytes are set against it; so is the machine's fp32 FMA peak (torch.ops.adaserve.
+fma_gflops, kernels/probe.cpp) and every cell's flops: the larger of the two times is the
+fastest any fp32 kernel could run the cell here (its floor). Prints a table, writes results/attention_grid.{md,json};
 --render rewrites the page from the kept JSON, measuring nothing.
 
     python -m benchmarks.engine.attention_grid [--repeats 5] [--quick] [--render]
@@ -19,6 +21,7 @@ KV bytes are set against it. Prints a table, writes results/attention_grid.{md,j
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -48,6 +51,20 @@ def bandwidth(repeats: int = 7) -> float:
         x.sum()
         ts.append(time.perf_counter() - t)
     return x.numel() * 4 / statistics.median(ts) / 1e9
+
+
+def fma_peak(repeats: int = 5, iters: int = 10**8) -> float:
+    """GFLOP/s of fp32 FMAs on torch's threads (kernels/probe.cpp), median of repeats."""
+    torch.ops.adaserve.fma_gflops(iters // 10)  # warm: clocks up, threads spun
+    return statistics.median(torch.ops.adaserve.fma_gflops(iters) for _ in range(repeats))
+
+
+def flops(n: int, ctx: int, q: int) -> int:
+    """Flops of one step's attention in all 30 layers, an FMA two: per query head and query
+    token, a score and a weighted V row (2 x D each) for every column it sees, the prefix
+    and the chain up to itself (token a sees ctx + a + 1 columns)."""
+    columns = q * ctx + q * (q + 1) // 2
+    return LAYERS * n * H * columns * D * 4
 
 
 def kv_bytes(n: int, ctx: int, q: int) -> int:
@@ -92,8 +109,9 @@ def group(n: int, ctx: int, timer: Timer) -> None:
 
 
 def measure(groups: list[tuple[int, int]], repeats: int) -> tuple[dict, float, float]:
-    """ms per 30-layer step for every cell, and the bandwidth before and after."""
-    bw0 = bandwidth()
+    """ms per 30-layer step for every cell, and the bandwidth and FMA peak before and
+    after."""
+    bw0, peak0 = bandwidth(), fma_peak()
     ms = {}
     for n, ctx in groups:
         timer = Timer(repeats=repeats, rounds=repeats)
@@ -102,7 +120,7 @@ def measure(groups: list[tuple[int, int]], repeats: int) -> tuple[dict, float, f
             ms[(n_, c_, q, b)] = t * scale
         del timer
         print(f"batch {n}, context {ctx}: done", file=sys.stderr, flush=True)
-    return ms, bw0, bandwidth()
+    return ms, (bw0, bandwidth()), (peak0, fma_peak())
 
 
 def page(res: dict) -> list[str]:
@@ -110,6 +128,7 @@ def page(res: dict) -> list[str]:
     ms = {(c["batch"], c["context"], c["q"], c["backend"]): c["ms"] for c in res["cells"]}
     groups = list(dict.fromkeys((n, ctx) for n, ctx, _, _ in ms))
     bw = max(res["bandwidth_gbs"])
+    peak = max(res.get("fma_gflops") or [math.nan])
     lines = ["# Attention over the KV cache: compiled tree attention vs SDPA", "",
              f"- command: `{res['command']}`",
              f"- machine: {res['machine']}, torch {res['torch']}; ran alone (/work/cpu-excl)",
@@ -117,15 +136,22 @@ def page(res: dict) -> list[str]:
              "interleaved rounds per (batch, context) group",
              f"- read bandwidth measured in the run (sum of a 1 GB tensor, {res['threads']} "
              f"threads): {res['bandwidth_gbs'][0]:.1f} GB/s before, "
-             f"{res['bandwidth_gbs'][1]:.1f} after; the tables use {bw:.1f}", "",
+             f"{res['bandwidth_gbs'][1]:.1f} after; the tables use {bw:.1f}",
+             *([f"- fp32 FMA peak measured in the run (kernels/probe.cpp, {res['threads']} "
+                f"threads): {res['fma_gflops'][0]:.1f} GFLOP/s before, "
+                f"{res['fma_gflops'][1]:.1f} after; the tables use {peak:.1f}"]
+               if res.get("fma_gflops") else []), "",
              "SmolLM2-135M's attention (9 query heads, 3 KV heads, head_dim 64, fp32) for one "
              "step of 30 layers: `batch` requests, each with `context` cached columns and Q "
              "query tokens (a causal chain; the cost does not depend on the tree). ms per "
              "step; `xQ1` is the cell over its 1-token cell; `vs SDPA` the kernel over SDPA; "
              "`GB/s` the kernel's KV bytes per second; `x read` the kernel's time over the "
-             "time to read the step's KV once at the measured bandwidth.", ""]
+             "time to read the step's KV once at the measured bandwidth; `GFLOP/s` the "
+             "kernel's attention flops per second; `floor xQ1` the cell's floor (the larger of "
+             "the KV's read time and its flops at the FMA peak: no fp32 kernel runs it faster "
+             "here) over the kernel's measured 1-token time.", ""]
     head = ["batch", "context", "Q", "kernel ms", "xQ1", "SDPA ms", "xQ1 ", "vs SDPA", "GB/s",
-            "x read"]
+            "x read", "GFLOP/s", "floor xQ1"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for n, ctx in groups:
         k1, s1 = ms[(n, ctx, 1, "kernel")], ms[(n, ctx, 1, "sdpa")]
@@ -133,8 +159,11 @@ def page(res: dict) -> list[str]:
             k, s = ms[(n, ctx, q, "kernel")], ms[(n, ctx, q, "sdpa")]
             b = kv_bytes(n, ctx, q)
             read = b / (bw * 1e9) * 1e3
+            f = flops(n, ctx, q)
+            floor = max(read, f / (peak * 1e9) * 1e3)
             lines.append(f"| {n} | {ctx} | {q} | {k:.1f} | {k / k1:.2f} | {s:.1f} | "
-                         f"{s / s1:.2f} | {k / s:.2f} | {b / k / 1e6:.1f} | {k / read:.2f} |")
+                         f"{s / s1:.2f} | {k / s:.2f} | {b / k / 1e6:.1f} | {k / read:.2f} | "
+                         f"{f / k / 1e6:.1f} | {floor / k1:.2f} |")
     if (8, 8192) in groups:
         c = {(q, b): ms[(8, 8192, q, b)] for q in QUERIES for b in BACKENDS}
         read = kv_bytes(8, 8192, 1) / (bw * 1e9) * 1e3
@@ -144,6 +173,16 @@ def page(res: dict) -> list[str]:
                   f"one (SDPA {c[(8, 'sdpa')] / c[(1, 'sdpa')]:.2f}x); one token "
                   f"{c[(1, 'kernel')]:.1f} ms against {read:.1f} ms to read its KV once "
                   f"({c[(1, 'kernel')] / read:.2f}x)."]
+        if not math.isnan(peak):
+            f8 = flops(8, 8192, 8) / (peak * 1e9) * 1e3
+            lines += ["", f"The floor: 8 tokens' attention is {flops(8, 8192, 8) / 1e9:.1f} "
+                      f"GFLOP, {f8:.1f} ms at the measured FMA peak of {peak:.1f} GFLOP/s, "
+                      f"{f8 / c[(1, 'kernel')]:.2f}x the measured one-token time (the kernel "
+                      f"ran them at {flops(8, 8192, 8) / c[(8, 'kernel')] / 1e6:.1f} GFLOP/s, "
+                      f"{flops(8, 8192, 8) / c[(8, 'kernel')] / 1e6 / peak:.0%} of the peak). "
+                      + ("So 1.3x is below what any fp32 kernel can reach on this machine, "
+                         "whatever its memory access." if f8 / c[(1, 'kernel')] > 1.3 else
+                         "So 1.3x is within the machine's reach.")]
     return lines + [""]
 
 
@@ -163,9 +202,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         made = Made.now("benchmarks.engine.attention_grid").to_dict()
         groups = list(QUICK) if args.quick else [(n, c) for n in BATCHES for c in CONTEXTS]
-        ms, bw0, bw1 = measure(groups, args.repeats)
+        ms, bws, peaks = measure(groups, args.repeats)
         res = {**made, "torch": torch.__version__, "repeats": args.repeats,
-               "threads": torch.get_num_threads(), "bandwidth_gbs": [bw0, bw1],
+               "threads": torch.get_num_threads(), "bandwidth_gbs": list(bws),
+               "fma_gflops": list(peaks),
                "cells": [{"batch": n, "context": c, "q": q, "backend": b, "ms": t,
                           "kv_bytes": kv_bytes(n, c, q)} for (n, c, q, b), t in ms.items()]}
     if args.quick:

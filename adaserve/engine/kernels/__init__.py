@@ -1,6 +1,7 @@
 """The engine's compiled CPU kernels: built once per machine from skinny.cpp (the few-row
-matmuls and small ops) and attention.cpp (decode/verify attention over the KV cache), cached
-beside the model cache, loaded as torch ops (torch.ops.adaserve.*).
+matmuls and small ops), attention.cpp (decode/verify attention over the KV cache) and
+probe.cpp (the machine's FMA peak, which benchmarks set kernels against), cached beside the
+model cache, loaded as torch ops (torch.ops.adaserve.*).
 
 `load()` never raises: where the kernels cannot be had (no AVX2, no C++ compiler, a failed
 build, ADASERVE_FAST_KERNELS=0) it says why once and the engine keeps its eager matmuls.
@@ -27,7 +28,7 @@ from adaserve.engine.weights import cache_root
 
 log = logging.getLogger("adaserve.engine")
 
-SOURCES = tuple(Path(__file__).with_name(f) for f in ("skinny.cpp", "attention.cpp"))
+SOURCES = tuple(Path(__file__).with_name(f) for f in ("skinny.cpp", "attention.cpp", "probe.cpp"))
 SWITCH_ENV = "ADASERVE_FAST_KERNELS"  # "0": eager matmuls only, for debugging
 CXX_ENV = "CXX"  # the compiler, g++ by default
 # AVX2 + FMA only (the dev machines' ISA): an AVX-512 machine runs them too.

@@ -1,0 +1,53 @@
+// The machine's fp32 FMA peak, measured: what no kernel built from AVX2 FMAs can beat.
+//
+// Why: attention for several query tokens per request reads each K and V row once and does
+// 4 x (query rows) x 64 flops on it, so past a few tokens it is bound by the FMAs, not the
+// memory (docs/engine.md, the attention kernel). A benchmark that sets a cell's flops
+// against this peak states the fastest any fp32 kernel could run it here, so a goal below
+// that floor is shown out of reach by measurement, not argued.
+//
+// Each of torch's threads runs `iters` rounds of kChains independent 8-lane FMA chains
+// (enough in flight to cover the FMA latency on two FMA ports), all in registers.
+#include <immintrin.h>
+
+#include <chrono>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+namespace {
+
+constexpr int kChains = 12;
+
+// flops one thread did (2 a lane a FMA); the sum is returned so nothing is optimized away
+float chains(int64_t iters, float* sink) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(0.001f * (c + 1));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  __m256 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm256_add_ps(s, acc[c]);
+  alignas(32) float out[8];
+  _mm256_store_ps(out, s);
+  *sink = out[0];
+  return 2.f * 8.f * kChains * static_cast<float>(iters);
+}
+
+// GFLOP/s of fp32 FMAs over all of torch's threads, `iters` rounds each
+double fma_gflops(int64_t iters) {
+  const int64_t threads = at::get_num_threads();
+  std::vector<float> sink(threads * 16);
+  const auto t0 = std::chrono::steady_clock::now();
+  at::parallel_for(0, threads, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) chains(iters, &sink[p * 16]);
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 2.0 * 8.0 * kChains * static_cast<double>(iters) * threads / s / 1e9;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(adaserve, m) { m.def("fma_gflops(int iters) -> float"); }
+TORCH_LIBRARY_IMPL(adaserve, CompositeExplicitAutograd, m) { m.impl("fma_gflops", fma_gflops); }
