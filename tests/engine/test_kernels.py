@@ -172,3 +172,19 @@ def test_a_failed_build_falls_back_with_the_compiler_error(tmp_path):
     s = _load_in_fresh_process(str(tmp_path), CXX=str(cxx))
     assert not s["available"] and "No such file" in s["reason"]
     assert not list((tmp_path / "kernels").glob("*.so"))  # nothing half-written is kept
+
+
+def test_the_fma_probe_reports_the_flops_it_did_over_the_time_it_took():
+    """kernels/probe.cpp: GFLOP/s = 2 x 8 lanes x 12 chains x iters x threads / its time.
+    Its time is inside the call's wall time, so the rate times the wall time is at least
+    the flops, and (the call does nothing else) not far above them."""
+    import time
+
+    iters = 2 * 10**7
+    flops = 2 * 8 * 12 * iters * torch.get_num_threads()
+    torch.ops.adaserve.fma_gflops(iters // 10)  # threads spun up
+    t = time.perf_counter()
+    gflops = torch.ops.adaserve.fma_gflops(iters)
+    wall = time.perf_counter() - t
+    assert gflops * 1e9 * wall >= flops * 0.999
+    assert gflops * 1e9 * wall <= flops * 1.5
