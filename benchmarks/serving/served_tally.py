@@ -28,7 +28,8 @@ from benchmarks.shared.page import Made, table
 SWEEPS = (("test-served-yield-deadline", "adaserve:prefill=yield,admit=deadline"),
           ("test-served-default", "adaserve"),
           ("test-served-steady", "adaserve"),
-          ("test-served-cap", "adaserve"))
+          ("test-served-cap", "adaserve"),
+          ("test-served-138", "adaserve"))
 BASELINES = ("incremental", "turbospec")
 # (summary field, the page's name for it)
 READINGS = (("attainment_paper", "the paper's reading"), ("attainment_ttft", "end to end"),
