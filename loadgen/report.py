@@ -359,7 +359,8 @@ def rate_goals(t: dict, policies: list[str], pts: list[str]) -> list[str]:
                          f"{verdict(ra)}){_paired(t[pol][pt], t[best][pt])}; end to end "
                          f"{100 * e:.1f}% = **{re:.2f}x** the best baseline's "
                          f"{100 * best_e2e:.1f}% ({verdict(re)})"
-                         f"{_paired(t[pol][pt], t[best_e2e_policy][pt], 'e2e')}; TPOT {100 * tp:.1f}% = "
+                         f"{_paired(t[pol][pt], t[best_e2e_policy][pt], 'e2e')}; "
+                         f"TPOT {100 * tp:.1f}% = "
                          f"{ratio(tp, best_tpot):.2f}x the best baseline's "
                          f"{100 * best_tpot:.1f}%; goodput {g:.2f} tok/s = "
                          f"{ratio(g, best_good):.2f}x the best baseline's {best_good:.2f}.")

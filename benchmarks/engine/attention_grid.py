@@ -12,8 +12,9 @@ sampled in each of several interleaved rounds; medians. The machine's read bandw
 measured in the same run (the sum of a 1 GB tensor, torch's 2 threads) and every cell's
 KV bytes are set against it; so is the machine's fp32 FMA peak (torch.ops.adaserve.
 fma_gflops, kernels/probe.cpp) and every cell's flops: the larger of the two times is the
-fastest any fp32 kernel could run the cell here (its floor). Prints a table, writes results/attention_grid.{md,json};
---render rewrites the page from the kept JSON, measuring nothing.
+fastest any fp32 kernel could run the cell here (its floor). Prints a table, writes
+results/attention_grid.{md,json}; --render rewrites the page from the kept JSON, measuring
+nothing.
 
     python -m benchmarks.engine.attention_grid [--repeats 5] [--quick] [--render]
 """
