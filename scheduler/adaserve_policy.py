@@ -85,7 +85,7 @@ class AdaServePolicy(BudgetedPolicy):
     """
 
     name = "adaserve"
-    summary = "AdaServe: the authors' two-phase scheduler with its options (pace, triage, depth, floor, calibrate, gate, prefill)"
+    summary = "AdaServe: the authors' two-phase scheduler with its options (scheduler/options.py)"
 
     def __init__(self, config: SchedulerConfig,
                  latency: IterationLatency | CalibratedLatency | None = None,
