@@ -31,6 +31,11 @@ SWEEPS = (("test-served-yield-deadline", "adaserve:prefill=yield,admit=deadline"
           ("test-served-cap", "adaserve"),
           ("test-served-138", "adaserve"))
 BASELINES = ("incremental", "turbospec")
+# the long-context workload's test sweeps (2-8k-token documents), with the static chain
+LONG_SWEEPS = (("test-longctx-yield-deadline", "adaserve:prefill=yield,admit=deadline"),
+               ("test-longctx-default", "adaserve"),
+               ("test-longctx-kernel", "adaserve"))
+LONG_BASELINES = ("incremental", "turbospec", "chain-4")
 # (summary field, the page's name for it)
 READINGS = (("attainment_paper", "the paper's reading"), ("attainment_ttft", "end to end"),
             ("attainment", "TPOT"))
@@ -40,7 +45,7 @@ def overall(run: dict) -> dict:
     return next(r for r in run["summary"]["rows"] if r["slo_class"] == "overall")
 
 
-def points(sweep: dict, ours: str) -> list[dict]:
+def points(sweep: dict, ours: str, baselines: tuple[str, ...] = BASELINES) -> list[dict]:
     """Per rate where the best baseline (on the paper's reading) is below 60%: per reading,
     the preset's mean, the best baseline's (the best on that reading) and the per-seed
     differences in points."""
@@ -53,11 +58,11 @@ def points(sweep: dict, ours: str) -> list[dict]:
     for rate in rates:
         def mean(policy: str, key: str) -> float:
             return float(np.mean([cells[(policy, rate, s)][key] for s in seeds]))
-        if max(mean(b, "attainment_paper") for b in BASELINES) >= 0.60:
+        if max(mean(b, "attainment_paper") for b in baselines) >= 0.60:
             continue
         row = {"rate": rate, "seeds": seeds}
         for key, _ in READINGS:
-            best = max(BASELINES, key=lambda b: mean(b, key))
+            best = max(baselines, key=lambda b: mean(b, key))
             row[key] = {"ours": mean(ours, key), "best": mean(best, key), "baseline": best,
                         "diffs": [100 * (cells[(ours, rate, s)][key]
                                          - cells[(best, rate, s)][key]) for s in seeds]}
@@ -65,31 +70,33 @@ def points(sweep: dict, ours: str) -> list[dict]:
     return out
 
 
-def tally(results: Path = RESULTS) -> dict:
+def tally(results: Path = RESULTS, sweeps: tuple = SWEEPS,
+          baselines: tuple[str, ...] = BASELINES) -> dict:
     rows = []
-    for name, ours in SWEEPS:
+    for name, ours in sweeps:
         sweep = json.loads((results / name / "summary.json").read_text())
-        for p in points(sweep, ours):
+        for p in points(sweep, ours, baselines):
             rows.append({"page": name, "commit": sweep.get("commit"), "spec": ours, **p})
     pooled = {}
     for key, _ in READINGS:
         d = np.array([x for r in rows for x in r[key]["diffs"]])
-        pooled[key] = {"pairs": int(d.size), "mean": float(d.mean()),
-                       "se": float(d.std(ddof=1) / math.sqrt(d.size)),
+        pooled[key] = {"pairs": int(d.size), "mean": float(d.mean()) if d.size else math.nan,
+                       "se": (float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1
+                              else math.nan),
                        "points_met": sum(r[key]["ours"] >= r[key]["best"] - 1e-9 for r in rows),
                        "seeds_behind": int((d < 0).sum())}
-    return {"rows": rows, "pooled": pooled}
+    return {"rows": rows, "pooled": pooled, "baselines": list(baselines)}
 
 
-def page(data: dict, made: Made) -> list[str]:
+def section(data: dict) -> list[str]:
+    """One workload's table of points and its pooled differences."""
     rows, pooled = data["rows"], data["pooled"]
-    lines = made.header("The served default against its baselines, every served test point",
-                        " (reads the kept sweep pages; runs nothing)")
-    lines += ["Where the best baseline (`incremental`, `turbospec`) is below 60% on the "
-              "paper's reading, the default's attainment over the best baseline's, per "
-              "reading (the best baseline taken on that reading), from each sweep page's own "
-              "runs (their command, machine, date and commit are on the page). Test seeds "
-              "only: no fit touched them.", ""]
+    base = ", ".join(f"`{b}`" for b in data["baselines"])
+    lines = [f"Where the best baseline ({base}) is below 60% on the paper's reading, the "
+             "default's attainment over the best baseline's, per reading (the best baseline "
+             "taken on that reading), from each sweep page's own runs (their command, "
+             "machine, date and commit are on the page). Test seeds only: no fit touched "
+             "them.", ""]
     head = ["page (commit)", "req/s", "seeds"] + [f"{n}: ours / best = ratio (per seed)"
                                                   for _, n in READINGS]
 
@@ -102,7 +109,7 @@ def page(data: dict, made: Made) -> list[str]:
                            f"({r['commit']})", r["rate"],
                            "-".join(str(s) for s in (r["seeds"][0], r["seeds"][-1])),
                            *(cell(r, k) for k, _ in READINGS)] for r in rows])
-    lines += ["", "## Pooled over every seed of every point", ""]
+    lines += ["", "Pooled over every seed of every point:", ""]
     lines += table(["reading", "points at >= 1.0x", "seed-points", "mean difference, points",
                     "standard error", "seed-points behind"],
                    [[n, f"{pooled[k]['points_met']} of {len(rows)}", pooled[k]["pairs"],
@@ -118,15 +125,25 @@ def page(data: dict, made: Made) -> list[str]:
     return lines
 
 
+def page(data: dict, made: Made, long: dict | None = None) -> list[str]:
+    lines = made.header("The served default against its baselines, every served test point",
+                        " (reads the kept sweep pages; runs nothing)")
+    lines += ["## Short prompts", "", *section(data)]
+    if long is not None:
+        lines += ["", "## Long contexts (2-8k-token documents)", "", *section(long)]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     data = tally(args.out)
+    long = tally(args.out, LONG_SWEEPS, LONG_BASELINES)
     made = Made.now("benchmarks.serving.served_tally")
-    (args.out / "served_tally.json").write_text(json.dumps({**data, **made.to_dict()},
-                                                           indent=1))
-    text = "\n".join(page(data, made)) + "\n"
+    (args.out / "served_tally.json").write_text(json.dumps(
+        {**data, "long": long, **made.to_dict()}, indent=1))
+    text = "\n".join(page(data, made, long)) + "\n"
     (args.out / "served_tally.md").write_text(text)
     print(text)
     return 0

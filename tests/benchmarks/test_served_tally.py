@@ -16,7 +16,7 @@ def _run(policy, rate, seed, paper, e2e, tpot):
          "attainment": tpot}]}}
 
 
-def test_tally_reads_only_overloaded_rates_and_pools_paired_differences(tmp_path, monkeypatch):
+def test_tally_reads_only_overloaded_rates_and_pools_paired_differences(tmp_path):
     runs = []
     for seed, (ours_e2e, inc_e2e) in ((1, (0.5, 0.4)), (2, (0.3, 0.4))):
         runs += [_run("adaserve", "2.0", seed, 0.9, ours_e2e, 0.8),
@@ -28,8 +28,7 @@ def test_tally_reads_only_overloaded_rates_and_pools_paired_differences(tmp_path
                  _run("turbospec", "1.0", seed, 0.65, 0.65, 0.65)]
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sweep" / "summary.json").write_text(json.dumps({"commit": "c0", "runs": runs}))
-    monkeypatch.setattr(served_tally, "SWEEPS", (("sweep", "adaserve"),))
-    data = served_tally.tally(tmp_path)
+    data = served_tally.tally(tmp_path, (("sweep", "adaserve"),))
     assert [r["rate"] for r in data["rows"]] == ["2.0"]
     row = data["rows"][0]
     # the best baseline per reading: turbospec on the paper's, incremental end to end
@@ -41,4 +40,28 @@ def test_tally_reads_only_overloaded_rates_and_pools_paired_differences(tmp_path
     assert e2e["mean"] == pytest.approx(0.0) and e2e["se"] == pytest.approx(10.0)
     assert data["pooled"]["attainment_paper"]["mean"] == pytest.approx(35.0)
     text = "\n".join(served_tally.page(data, served_tally.Made("cmd", "m", "d", "c")))
+    assert "## Long contexts" not in text
     assert "within two of a tie), behind on 1 of 2 seed-points" in text
+
+
+def test_the_long_context_section_reads_its_own_baselines(tmp_path):
+    """The static chain is a baseline of the long-context workload only: there it can be
+    the best, and the page gets a section of its own."""
+    runs = []
+    for seed in (1, 2):
+        runs += [_run("adaserve", "0.06", seed, 0.6, 0.5, 0.6),
+                 _run("incremental", "0.06", seed, 0.3, 0.3, 0.3),
+                 _run("chain-4", "0.06", seed, 0.4, 0.2, 0.4)]
+    (tmp_path / "long").mkdir()
+    (tmp_path / "long" / "summary.json").write_text(json.dumps({"commit": "c1", "runs": runs}))
+    long = served_tally.tally(tmp_path, (("long", "adaserve"),), ("incremental", "chain-4"))
+    row = long["rows"][0]
+    assert row["attainment_paper"]["baseline"] == "chain-4"
+    assert row["attainment_ttft"]["baseline"] == "incremental"
+    assert long["pooled"]["attainment_paper"]["mean"] == pytest.approx(20.0)
+    with pytest.raises(KeyError):  # turbospec ran no run here: not a baseline of it
+        served_tally.tally(tmp_path, (("long", "adaserve"),), ("turbospec",))
+    short = served_tally.tally(tmp_path, ())
+    assert short["rows"] == []
+    text = "\n".join(served_tally.page(long, served_tally.Made("cmd", "m", "d", "c"), long))
+    assert "## Long contexts" in text and "`chain-4`" in text
