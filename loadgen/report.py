@@ -50,7 +50,7 @@ def is_baseline(policy: str) -> bool:
     return not policy.split(":")[0].startswith(OURS)
 
 
-def _table(runs: list[dict]) -> dict:
+def cells(runs: list[dict]) -> dict:
     """policy -> point -> list over repeats of Cell."""
     t: dict = defaultdict(lambda: defaultdict(list))
     for r in runs:
@@ -93,7 +93,7 @@ def _fmt(vals: list[float], pct: bool) -> str:
 
 def write_report(out: Path, meta: dict, runs: list[dict]) -> None:
     exp = meta["experiment"]
-    t = _table(runs)
+    t = cells(runs)
     policies = list(dict.fromkeys(r["policy"] for r in runs))
     pts = list(dict.fromkeys(r["point"] for r in runs))
     lines = [f"# Experiment: {exp}", "",
@@ -334,21 +334,18 @@ def rate_goals(t: dict, policies: list[str], pts: list[str]) -> list[str]:
     if not ours or not base:  # any AdaServe entry counts: an option (adaserve:prefill=yield) too
         return ["- needs an AdaServe entry and at least one baseline (a policy that is not "
                 "AdaServe)"]
-    att = lambda pol, pt, key="headline": _mean([getattr(v, key)  # noqa: E731
-                                                 for v in t[pol][pt]])
+    att = lambda pol, pt, key="headline": mean_of(t[pol][pt], key)  # noqa: E731
     ratio = lambda a, b: a / b if b > 0 else math.inf  # noqa: E731
     # a tie is met: means of the same fractions can differ in the last bit
     verdict = lambda r: "met" if r >= 1.0 - 1e-9 else "NOT met"  # noqa: E731
     lines = []
     for pt in pts:
-        best = max(base, key=lambda b: att(b, pt))
-        best_att = att(best, pt)
+        best, best_att = best_baseline(t, base, pt)
         if not best_att < 0.60:
             continue
-        best_tpot = max(att(b, pt, "attainment") for b in base)
-        best_e2e_policy = max(base, key=lambda b: att(b, pt, "e2e"))
-        best_e2e = att(best_e2e_policy, pt, "e2e")
-        best_good = max(att(b, pt, "goodput") for b in base)
+        best_tpot = best_baseline(t, base, pt, "attainment")[1]
+        best_e2e_policy, best_e2e = best_baseline(t, base, pt, "e2e")
+        best_good = best_baseline(t, base, pt, "goodput")[1]
         lines.append(f"- Rate {pt}: the best baseline (of {', '.join(base)}) is {best} with "
                      f"{100 * best_att:.1f}% attainment, below 60%.")
         for pol in ours:
@@ -371,13 +368,30 @@ def rate_goals(t: dict, policies: list[str], pts: list[str]) -> list[str]:
                     "is the seeds' spread, not a win or a loss."]
 
 
-def _paired(ours: list[Cell], best: list[Cell], key: str = "headline") -> str:
-    """" (per seed +2.1 points, SE 1.3, 8 seeds)": the mean over the seeds both ran of
-    the difference in the reading ``key`` (a Cell field), in points; "" with fewer than 2
-    such seeds."""
+def mean_of(runs: list[Cell], key: str = "headline") -> float:
+    """The mean over runs of the reading ``key`` (a Cell field); NaN where none has it."""
+    return _mean([getattr(v, key) for v in runs])
+
+
+def best_baseline(t: dict, baselines: list[str], pt: str, key: str = "headline"
+                  ) -> tuple[str, float]:
+    """The baseline with the highest mean reading ``key`` at point ``pt``, and that mean."""
+    best = max(baselines, key=lambda b: mean_of(t[b][pt], key))
+    return best, mean_of(t[best][pt], key)
+
+
+def seed_differences(ours: list[Cell], best: list[Cell], key: str = "headline") -> list[float]:
+    """Per seed both ran, ours minus best in the reading ``key`` (a Cell field), in points:
+    each seed sends the same requests to every policy, so the difference is paired."""
     theirs = {c.seed: getattr(c, key) for c in best if c.seed is not None}
-    d = [100 * (getattr(c, key) - theirs[c.seed]) for c in ours
-         if c.seed in theirs and getattr(c, key) is not None and theirs[c.seed] is not None]
+    return [100 * (getattr(c, key) - theirs[c.seed]) for c in ours
+            if c.seed in theirs and getattr(c, key) is not None and theirs[c.seed] is not None]
+
+
+def _paired(ours: list[Cell], best: list[Cell], key: str = "headline") -> str:
+    """" (per seed +2.1 points, SE 1.3, 8 seeds)": the mean of ``seed_differences``; ""
+    with fewer than 2 such seeds."""
+    d = seed_differences(ours, best, key)
     if len(d) < 2:
         return ""
     se = float(np.std(d, ddof=1)) / math.sqrt(len(d))

@@ -175,14 +175,16 @@ def page(res: dict) -> list[str]:
                   f"{c[(1, 'kernel')]:.1f} ms against {read:.1f} ms to read its KV once "
                   f"({c[(1, 'kernel')] / read:.2f}x)."]
         if not math.isnan(peak):
-            f8 = flops(8, 8192, 8) / (peak * 1e9) * 1e3
-            lines += ["", f"The floor: 8 tokens' attention is {flops(8, 8192, 8) / 1e9:.1f} "
-                      f"GFLOP, {f8:.1f} ms at the measured FMA peak of {peak:.1f} GFLOP/s, "
-                      f"{f8 / c[(1, 'kernel')]:.2f}x the measured one-token time (the kernel "
-                      f"ran them at {flops(8, 8192, 8) / c[(8, 'kernel')] / 1e6:.1f} GFLOP/s, "
-                      f"{flops(8, 8192, 8) / c[(8, 'kernel')] / 1e6 / peak:.0%} of the peak). "
+            f = flops(8, 8192, 8)
+            at_peak_ms = f / (peak * 1e9) * 1e3
+            floor = at_peak_ms / c[(1, 'kernel')]  # over the measured one-token time
+            rate = f / c[(8, 'kernel')] / 1e6  # GFLOP/s the kernel ran them at
+            lines += ["", f"The floor: 8 tokens' attention is {f / 1e9:.1f} GFLOP, "
+                      f"{at_peak_ms:.1f} ms at the measured FMA peak of {peak:.1f} GFLOP/s, "
+                      f"{floor:.2f}x the measured one-token time (the kernel ran them at "
+                      f"{rate:.1f} GFLOP/s, {rate / peak:.0%} of the peak). "
                       + ("So 1.3x is below what any fp32 kernel can reach on this machine, "
-                         "whatever its memory access." if f8 / c[(1, 'kernel')] > 1.3 else
+                         "whatever its memory access." if floor > 1.3 else
                          "So 1.3x is within the machine's reach.")]
     return lines + [""]
 

@@ -19,9 +19,10 @@ import math
 from pathlib import Path
 
 import numpy as np
-
 from benchmarks.shared.common import RESULTS
 from benchmarks.shared.page import Made, table
+
+from adaserve.loadgen.report import best_baseline, cells, mean_of, seed_differences
 
 # The served test sweeps that ran today's preset, and its spec on each: the runs before
 # 2026-11-27 13:00 UTC ran it by its options' name. Development sweeps are not here.
@@ -36,36 +37,29 @@ LONG_SWEEPS = (("test-longctx-yield-deadline", "adaserve:prefill=yield,admit=dea
                ("test-longctx-default", "adaserve"),
                ("test-longctx-kernel", "adaserve"))
 LONG_BASELINES = ("incremental", "turbospec", "chain-4")
-# (summary field, the page's name for it)
-READINGS = (("attainment_paper", "the paper's reading"), ("attainment_ttft", "end to end"),
-            ("attainment", "TPOT"))
-
-
-def overall(run: dict) -> dict:
-    return next(r for r in run["summary"]["rows"] if r["slo_class"] == "overall")
+# (the reading's field in loadgen/report.py's Cell, the page's name for it)
+READINGS = (("paper", "the paper's reading"), ("e2e", "end to end"), ("attainment", "TPOT"))
 
 
 def points(sweep: dict, ours: str, baselines: tuple[str, ...] = BASELINES) -> list[dict]:
     """Per rate where the best baseline (on the paper's reading) is below 60%: per reading,
     the preset's mean, the best baseline's (the best on that reading) and the per-seed
-    differences in points."""
-    cells: dict = {}
-    for run in sweep["runs"]:
-        cells[(run["policy"], run["point"], run["seed"])] = overall(run)
-    seeds = sorted({k[2] for k in cells})
-    rates = list(dict.fromkeys(k[1] for k in cells))
+    differences in points, as the sweep page's goals read them (loadgen/report.py)."""
+    t = cells(sweep["runs"])
+    missing = [p for p in (ours, *baselines) if p not in t]
+    if missing:  # a policy the sweep never ran is a wrong list, not a NaN
+        raise KeyError(f"the sweep ran no {', '.join(missing)}")
+    seeds = sorted({r["seed"] for r in sweep["runs"]})
     out = []
-    for rate in rates:
-        def mean(policy: str, key: str) -> float:
-            return float(np.mean([cells[(policy, rate, s)][key] for s in seeds]))
-        if max(mean(b, "attainment_paper") for b in baselines) >= 0.60:
+    for rate in t[ours]:
+        if best_baseline(t, list(baselines), rate, "paper")[1] >= 0.60:
             continue
         row = {"rate": rate, "seeds": seeds}
         for key, _ in READINGS:
-            best = max(baselines, key=lambda b: mean(b, key))
-            row[key] = {"ours": mean(ours, key), "best": mean(best, key), "baseline": best,
-                        "diffs": [100 * (cells[(ours, rate, s)][key]
-                                         - cells[(best, rate, s)][key]) for s in seeds]}
+            best, best_mean = best_baseline(t, list(baselines), rate, key)
+            row[key] = {"ours": mean_of(t[ours][rate], key), "best": best_mean,
+                        "baseline": best,
+                        "diffs": seed_differences(t[ours][rate], t[best][rate], key)}
         out.append(row)
     return out
 

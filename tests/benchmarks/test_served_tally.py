@@ -13,7 +13,7 @@ from benchmarks.serving import served_tally
 def _run(policy, rate, seed, paper, e2e, tpot):
     return {"policy": policy, "point": rate, "seed": seed, "summary": {"rows": [
         {"slo_class": "overall", "attainment_paper": paper, "attainment_ttft": e2e,
-         "attainment": tpot}]}}
+         "attainment": tpot, "goodput_tok_s": 1.0}]}}
 
 
 def test_tally_reads_only_overloaded_rates_and_pools_paired_differences(tmp_path):
@@ -32,13 +32,13 @@ def test_tally_reads_only_overloaded_rates_and_pools_paired_differences(tmp_path
     assert [r["rate"] for r in data["rows"]] == ["2.0"]
     row = data["rows"][0]
     # the best baseline per reading: turbospec on the paper's, incremental end to end
-    assert row["attainment_paper"]["baseline"] == "turbospec"
-    assert row["attainment_ttft"]["baseline"] == "incremental"
-    assert row["attainment_ttft"]["diffs"] == pytest.approx([10.0, -10.0])
-    e2e = data["pooled"]["attainment_ttft"]
+    assert row["paper"]["baseline"] == "turbospec"
+    assert row["e2e"]["baseline"] == "incremental"
+    assert row["e2e"]["diffs"] == pytest.approx([10.0, -10.0])
+    e2e = data["pooled"]["e2e"]
     assert (e2e["pairs"], e2e["seeds_behind"], e2e["points_met"]) == (2, 1, 1)
     assert e2e["mean"] == pytest.approx(0.0) and e2e["se"] == pytest.approx(10.0)
-    assert data["pooled"]["attainment_paper"]["mean"] == pytest.approx(35.0)
+    assert data["pooled"]["paper"]["mean"] == pytest.approx(35.0)
     text = "\n".join(served_tally.page(data, served_tally.Made("cmd", "m", "d", "c")))
     assert "## Long contexts" not in text
     assert "within two of a tie), behind on 1 of 2 seed-points" in text
@@ -56,9 +56,9 @@ def test_the_long_context_section_reads_its_own_baselines(tmp_path):
     (tmp_path / "long" / "summary.json").write_text(json.dumps({"commit": "c1", "runs": runs}))
     long = served_tally.tally(tmp_path, (("long", "adaserve"),), ("incremental", "chain-4"))
     row = long["rows"][0]
-    assert row["attainment_paper"]["baseline"] == "chain-4"
-    assert row["attainment_ttft"]["baseline"] == "incremental"
-    assert long["pooled"]["attainment_paper"]["mean"] == pytest.approx(20.0)
+    assert row["paper"]["baseline"] == "chain-4"
+    assert row["e2e"]["baseline"] == "incremental"
+    assert long["pooled"]["paper"]["mean"] == pytest.approx(20.0)
     with pytest.raises(KeyError):  # turbospec ran no run here: not a baseline of it
         served_tally.tally(tmp_path, (("long", "adaserve"),), ("turbospec",))
     short = served_tally.tally(tmp_path, ())

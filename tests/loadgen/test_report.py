@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adaserve.loadgen.records import Record, write_jsonl
-from adaserve.loadgen.report import goals, write_report, _table
+from adaserve.loadgen.report import cells, goals, write_report
 
 
 def _run(tmp_path, policy, point, att, good, urgent_att, e2e=None, finish_s=1.0, paper=None):
@@ -38,7 +38,7 @@ def test_rate_goal_is_read_at_every_load_where_the_best_baseline_is_below_60(tmp
     }
     runs = [_run(tmp_path, pol, pt, a, g, a) for pol, vals in data.items()
             for pt, (a, g) in zip(("0.5", "1.0", "2.0"), vals)]
-    t = _table(runs)
+    t = cells(runs)
     lines = goals("rate", t, list(data), ["0.5", "1.0", "2.0"])
     text = " ".join(lines)
     assert "Rate 0.5" not in text  # every baseline above 60% there
@@ -59,7 +59,7 @@ def test_rate_goal_is_read_at_every_load_where_the_best_baseline_is_below_60(tmp
 def test_goals_say_when_they_are_not_met_or_not_reached(tmp_path):
     runs = [_run(tmp_path, "adaserve", "0.8", 0.9, 5.0, 0.8),
             _run(tmp_path, "incremental", "0.8", 0.95, 5.0, 0.9)]
-    t = _table(runs)
+    t = cells(runs)
     assert "NOT met" in goals("slo-scale", t, ["adaserve", "incremental"], ["0.8"])[0]
     assert "does not reach" in goals("rate", t, ["adaserve", "incremental"], ["0.8"])[0]
 
@@ -70,7 +70,7 @@ def test_page_gives_both_readings_ttft_and_drain_and_only_non_adaserve_baselines
     runs = [_run(tmp_path, "adaserve", "2.0", 0.5, 8.0, 0.5, e2e=0.3, finish_s=3.0),
             _run(tmp_path, "adaserve-authors", "2.0", 0.58, 9.0, 0.58, e2e=0.5),
             _run(tmp_path, "incremental", "2.0", 0.4, 6.0, 0.4, e2e=0.4)]
-    t = _table(runs)
+    t = cells(runs)
     text = " ".join(goals("rate", t, ["adaserve", "adaserve-authors", "incremental"], ["2.0"]))
     assert "incremental with 40.0%" in text and "**1.25x**" in text and ": met" in text
     assert "end to end 30.0% = **0.75x** the best baseline's 40.0% (NOT met)" in text
@@ -92,7 +92,7 @@ def test_goal_is_read_on_the_papers_reading_where_the_runs_recorded_it(tmp_path)
             _run(tmp_path, "incremental", "3.0", 0.4, 6.0, 0.4, e2e=0.35, paper=0.55),
             _run(tmp_path, "turbospec", "3.0", 0.5, 6.0, 0.5, e2e=0.2, paper=0.45)]
     policies = ["adaserve", "incremental", "turbospec"]
-    text = " ".join(goals("rate", _table(runs), policies, ["3.0"]))
+    text = " ".join(goals("rate", cells(runs), policies, ["3.0"]))
     assert "is incremental with 55.0% attainment" in text
     assert "adaserve: 66.0% = **1.20x** (goal >= 1.0x: met)" in text
     assert "end to end 30.0% = **0.86x** the best baseline's 35.0% (NOT met)" in text
@@ -115,7 +115,7 @@ def test_rate_goal_pairs_the_seeds_and_reads_every_adaserve_entry(tmp_path):
         for pol, att in (("adaserve", a), ("incremental", i), ("adaserve-table", tab)):
             r = _run(tmp_path, pol, "2.0", att, 5.0, att)
             runs.append({**r, "seed": seed, "dir": f"{r['dir']}{seed}"})
-    t = _table(runs)
+    t = cells(runs)
     text = " ".join(goals("rate", t, ["adaserve", "incremental", "adaserve-table"], ["2.0"]))
     assert "adaserve: 43.0% = **1.07x**" in text
     assert "(per seed +3.0 points, SE 7.0, 2 seeds)" in text
@@ -132,7 +132,7 @@ def test_the_end_to_end_ratio_is_paired_against_the_best_baseline_end_to_end(tmp
                                 ("turbospec", tb, 0.4)):
             r = _run(tmp_path, pol, "2.0", paper, 5.0, paper, e2e=e2e, paper=paper)
             runs.append({**r, "seed": seed, "dir": f"{r['dir']}{seed}"})
-    text = " ".join(goals("rate", _table(runs), ["adaserve", "incremental", "turbospec"],
+    text = " ".join(goals("rate", cells(runs), ["adaserve", "incremental", "turbospec"],
                           ["2.0"]))
     assert "is incremental with 50.0%" in text
     assert ("end to end 25.0% = **1.00x** the best baseline's 25.0% (met) (per seed +0.0 "
@@ -146,11 +146,11 @@ def test_rate_goal_reads_an_adaserve_spec_with_options_without_the_preset(tmp_pa
             _run(tmp_path, "turbospec", "0.06", 0.45, 1.9, 0.45, e2e=0.3),
             _run(tmp_path, "incremental", "0.06", 0.3, 1.3, 0.3, e2e=0.2)]
     policies = ["adaserve:prefill=yield", "turbospec", "incremental"]
-    text = " ".join(goals("rate", _table(runs), policies, ["0.06"]))
+    text = " ".join(goals("rate", cells(runs), policies, ["0.06"]))
     assert "turbospec with 45.0%" in text
     assert "adaserve:prefill=yield: 80.0% = **1.78x** (goal >= 1.0x: met)" in text
     assert "end to end 55.0% = **1.83x**" in text
-    assert "needs" in goals("rate", _table(runs[1:]), policies[1:], ["0.06"])[0]
+    assert "needs" in goals("rate", cells(runs[1:]), policies[1:], ["0.06"])[0]
 
 
 def test_page_lists_each_runs_online_draft_updates(tmp_path):
