@@ -20,10 +20,12 @@ from pathlib import Path
 from types import FunctionType
 
 from adaserve.sglang.names import (
+    CALC_PRIORITY,
     CHAT_RESPONSE,
     CHAT_STREAM,
     COMPLETION_RESPONSE,
     COMPLETION_STREAM,
+    DEFER_PREFILL,
     GENERATE,
     HIDDEN,
     OPENAI,
@@ -56,6 +58,8 @@ TARGETS = {
     "chat stream report": CHAT_STREAM,
     "completion stream report": COMPLETION_STREAM,
     "standalone hidden states": HIDDEN,
+    "admission by TTFT deadline (the waiting queue's order)": CALC_PRIORITY,
+    "prefill=yield (a prefill round defers to the decodes)": DEFER_PREFILL,
     "ragged verify: triton target-verify metadata": TRITON_METADATA,
     "ragged verify: SGLang's verify step": "sglang.srt.speculative.eagle_worker_common"
                                            ".run_eagle_verify",

@@ -24,4 +24,5 @@ CHAT_STREAM = ("sglang.srt.entrypoints.openai.serving_chat.OpenAIServingChat"
 COMPLETION_STREAM = ("sglang.srt.entrypoints.openai.serving_completions"
                      ".OpenAIServingCompletion._generate_completion_stream")
 CALC_PRIORITY = "sglang.srt.managers.schedule_policy.SchedulePolicy.calc_priority"
+DEFER_PREFILL = "sglang.srt.managers.scheduler.Scheduler._should_defer_prefill"
 RESOLVED = "sglang.srt.arg_groups.overrides.resolution_result"

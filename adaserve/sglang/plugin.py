@@ -23,6 +23,7 @@ from adaserve.sglang.names import (
     CHAT_STREAM,
     COMPLETION_RESPONSE,
     COMPLETION_STREAM,
+    DEFER_PREFILL,
     GENERATE,
     HIDDEN,
     OPENAI,
@@ -56,6 +57,7 @@ def register() -> None:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from adaserve.sglang.admission import calc_priority_hook
+    from adaserve.sglang.prefill_yield import should_defer_prefill_hook
     from adaserve.sglang.http import (generate_hook, openai_hook, serve_hook, server_info_hook,
                                       warmup_hook)
     from adaserve.sglang.ragged import triton_metadata_hook
@@ -82,6 +84,8 @@ def register() -> None:
     HookRegistry.register(HIDDEN, need_hidden_states_hook, HookType.AROUND)
     # the policy's admit=deadline: the waiting queue in deadline order (admission.py)
     HookRegistry.register(CALC_PRIORITY, calc_priority_hook, HookType.AROUND)
+    # the policy's prefill=yield: a prefill round waits for the decodes (prefill_yield.py)
+    HookRegistry.register(DEFER_PREFILL, should_defer_prefill_hook, HookType.AROUND)
     # passes every forward through but ADASERVE's ragged verify (ragged.py)
     HookRegistry.register(TRITON_METADATA, triton_metadata_hook, HookType.AROUND)
     from adaserve.sglang.cpu import hooks as cpu

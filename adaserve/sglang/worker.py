@@ -51,7 +51,8 @@ from adaserve.sglang.ragged import RaggedVerifyInput, VerifyTarget
 from adaserve.sglang.select import Organized, organize
 from adaserve.sglang.server_args import verify_mode
 from adaserve.sglang.shapes import DraftShape, DraftShapes
-from adaserve.sglang.slo import configured_classes, scheduled_slo
+from adaserve.sglang.slo import configured_classes
+from adaserve.sglang.view import view_of
 
 logger = logging.getLogger(__name__)
 
@@ -245,25 +246,12 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         for rid in [r for r in self.first_token_at if r not in live]:
             del self.first_token_at[rid]  # finished or aborted
             self.policy.forget(rid)  # its acceptance state, which would otherwise grow
-        slo = np.empty(len(batch.reqs))
-        l, o, ctx, left = (np.zeros(len(batch.reqs)) for _ in range(4))
-        horizon_known = True  # triage needs every request's remaining tokens (the client's cap)
-        for i, req in enumerate(batch.reqs):
-            s = scheduled_slo(req.sampling_params.custom_params, self.classes,
-                              self.default_class)
-            slo[i] = np.nan if s.tpot_s is None else s.tpot_s
+        for req in batch.reqs:
             if req.rid not in self.first_token_at:
                 self.first_token_at[req.rid] = now
                 stamp_first_token(req, now)
-            l[i] = now - self.first_token_at[req.rid]
-            o[i] = max(len(req.output_ids) - 1, 0)
-            ctx[i] = len(req.origin_input_ids) + len(req.output_ids)
-            cap = getattr(req.sampling_params, "max_new_tokens", None)
-            horizon_known = horizon_known and cap is not None
-            left[i] = max((cap or 0) - len(req.output_ids), 0)
-        return BatchView(tuple(r.rid for r in batch.reqs), slo, l, o.astype(np.int64),
-                         ctx.astype(np.int64),
-                         left.astype(np.int64) if horizon_known else None)
+        return view_of(batch.reqs, self.classes, self.default_class, self.first_token_at,
+                       now)
 
     def draft(self, batch, *, with_topology: bool = False):
         if batch.forward_mode.is_idle() or not batch.reqs:

@@ -31,13 +31,13 @@ from pathlib import Path
 
 from benchmarks.shared.common import ROOT, commit, machine
 from benchmarks.shared.page import kept, render_flags, write_page
-from benchmarks.sglang.admission_page import command, page
+from benchmarks.sglang.admission_page import DEFAULT_NAME, command, page
 from benchmarks.sglang.runs import loadgen
 
 from adaserve.sglang.cpu.process import ServerProcess
 from adaserve.scheduler import split_specs
 
-NAME = "sglang_admission"
+NAME = DEFAULT_NAME
 
 
 def server_argv(policy: str, args: argparse.Namespace) -> list[str]:
@@ -60,14 +60,14 @@ def run_one(policy: str, seed: int, args: argparse.Namespace, logs: Path) -> dic
 
 def measure(args: argparse.Namespace) -> dict:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    logs = Path(tempfile.mkdtemp(prefix=f"{NAME}-logs-"))  # server logs: large, not kept
-    print(f"[{NAME}] server and load logs in {logs}", flush=True)
+    logs = Path(tempfile.mkdtemp(prefix=f"{args.name}-logs-"))  # server logs: large, not kept
+    print(f"[{args.name}] server and load logs in {logs}", flush=True)
     runs = []
     for seed in range(args.seed, args.seed + args.seeds):
         for policy in split_specs(args.policies):  # interleaved: drift hits both alike
             runs.append(run_one(policy, seed, args, logs))
             over = runs[-1]["classes"]["overall"]
-            print(f"[{NAME}] {policy} seed {seed}: {100 * over['attainment_paper']:.1f}% "
+            print(f"[{args.name}] {policy} seed {seed}: {100 * over['attainment_paper']:.1f}% "
                   f"paper, {100 * over['attainment_ttft']:.1f}% end to end", flush=True)
     return {"command": command(args), "stamp": stamp, "commit": commit(),
             "machine": machine(), "args": {k: v for k, v in vars(args).items()
@@ -76,6 +76,8 @@ def measure(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--name", default=NAME, help="the page's name: results/<name>.md "
+                    "(sglang_prefill: --policies adaserve,adaserve:prefill=chunk)")
     ap.add_argument("--policies", default="adaserve,adaserve:admit=fifo")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=3)
@@ -88,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefill-chunk-ms", type=float, default=550.0)
     render_flags(ap, NAME)
     args = ap.parse_args(argv)
-    data = kept(NAME, args.out) if args.render else measure(args)
-    write_page(NAME, page(data), args.out, None if args.render else data)
+    data = kept(args.name, args.out) if args.render else measure(args)
+    write_page(args.name, page(data), args.out, None if args.render else data)
     return 0
 
 

@@ -1,5 +1,6 @@
-"""results/sglang_admission.md from benchmarks/sglang/admission.py's data (a run just
-measured, or results/sglang_admission.json with --render). Needs nothing of SGLang's."""
+"""results/<name>.md (sglang_admission, sglang_prefill) from benchmarks/sglang/admission.py's
+data (a run just measured, or results/<name>.json with --render). Needs nothing of
+SGLang's."""
 
 from __future__ import annotations
 
@@ -9,15 +10,46 @@ from types import SimpleNamespace
 from benchmarks.shared.page import table
 
 CLASSES = ("urgent", "moderate", "relaxed", "overall")
+DEFAULT_NAME = "sglang_admission"
+
+# what each policy the runs compare does in SGLang, for the page's set-up paragraph
+DOES = {
+    "adaserve": "the preset: SGLang's waiting queue in `deadline_order` "
+                "(adaserve/sglang/admission.py), and a prefill round deferred where it would "
+                "push more decoding requests off their SLO than waiting pushes prompts past "
+                "their TTFT SLO (adaserve/sglang/prefill_yield.py)",
+    "adaserve:admit=fifo": "SGLang's first come, first served admission",
+    "adaserve:prefill=chunk": "the preset's admission, with SGLang's own prefill-first "
+                              "rounds (a prefill round whenever one can be built)",
+}
 
 
 def command(args) -> str:
     """The run's command as the page names it: every setting, defaults included."""
-    return (f".venv/bin/python -m benchmarks.sglang.admission --policies {args.policies} "
+    name = getattr(args, "name", DEFAULT_NAME)
+    named = "" if name == DEFAULT_NAME else f" --name {name}"
+    return (f".venv/bin/python -m benchmarks.sglang.admission{named} --policies {args.policies} "
             f"--seed {args.seed} --seeds {args.seeds} --rate {args.rate:g} --requests "
             f"{args.requests} --tokens {args.tokens} --max-running {args.max_running} "
             f"--chunk {args.chunk} --baseline-ms {args.baseline_ms:g} --prefill-chunk-ms "
             f"{args.prefill_chunk_ms:g}")
+
+
+def _title(policies: list[str]) -> str:
+    if policies == ["adaserve", "adaserve:admit=fifo"]:
+        return "# SGLang + ADASERVE: admitting by TTFT deadline against first come, first served"
+    return "# SGLang + ADASERVE: " + " against ".join(f"`{p}`" for p in policies)
+
+
+def _does(policies: list[str], data: dict) -> str:
+    """What each compared policy does in SGLang. The admission page (its runs predate the
+    prefill seam) keeps the words it was measured under."""
+    if _title(policies).endswith("first come, first served"):
+        return (f"`{policies[0]}` orders SGLang's waiting queue by `deadline_order` "
+                "(adaserve/sglang/admission.py); the other leaves SGLang's first come, first "
+                "served.")
+    return " ".join(f"`{p}`: {DOES.get(p, 'as its options say (scheduler/options.py)')}."
+                    for p in policies)
 
 
 def _pct(v: float | None) -> str:
@@ -40,16 +72,12 @@ def page(data: dict) -> list[str]:
         row = got[(p, s)].get(c)
         return None if row is None else row[key]
 
-    lines = [
-        "# SGLang + ADASERVE: admitting by TTFT deadline against first come, first served",
-        "",
+    lines = [_title(policies), "",
         f"`{data['command']}`; {data['stamp']}; commit {data['commit']}; {data['machine']}; "
         "alone on the machine.", "",
         "SGLang 0.5.23 through `adaserve sglang serve-cpu` (stubbed kernels, torch attention, "
         f"fp32; tree D=3 W=2 N=4), {args.max_running} requests running at most, chunked "
-        f"prefill {args.chunk} tokens. `{policies[0]}` orders SGLang's waiting queue by "
-        "`deadline_order` (adaserve/sglang/admission.py); the other leaves SGLang's first "
-        "come, first served. Load: `adaserve loadgen`, "
+        f"prefill {args.chunk} tokens. {_does(policies, data)} Load: `adaserve loadgen`, "
         f"{args.requests} short prompts, {args.tokens} output tokens, Poisson at "
         f"{args.rate:g} req/s, classes urgent / moderate / relaxed = x1 / x2.4 / x8 of "
         f"{args.baseline_ms:g} ms (60% urgent), each request's TTFT SLO its class's default "
