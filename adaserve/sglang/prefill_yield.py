@@ -31,6 +31,7 @@ the chunked request stays stashed until the next extend.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 
@@ -41,6 +42,11 @@ from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 from adaserve.sglang.admission import admission, ttft_slos
 from adaserve.sglang.view import view_of
 
+logger = logging.getLogger(__name__)
+# a deferral is said in the log at the first and then every this many, with the count, so
+# a server's log shows whether the option acts (SGLang's own log lines show prefill rounds)
+SAY_EVERY = 100
+
 
 class Rounds:
     """The durations of one SGLang scheduler's rounds: ``times.plain_s`` of decode rounds,
@@ -49,6 +55,15 @@ class Rounds:
     def __init__(self) -> None:
         self.times = StepTimes()
         self.began: float | None = None  # when the round now ending was scheduled
+        self.deferred = 0  # prefill rounds the policy deferred
+
+    def defer(self, waiting: int) -> None:
+        self.deferred += 1
+        if self.deferred % SAY_EVERY == 1:
+            logger.info("ADASERVE: prefill=yield deferred a prefill round for the decodes "
+                        "(%d so far; %d prompts waiting; decode round %.0f ms, extend round "
+                        "%.0f ms)", self.deferred, waiting, 1e3 * self.times.plain_s,
+                        1e3 * self.times.prefill_s)
 
     def tick(self, now: float, last_batch) -> None:
         """A new round is being scheduled at ``now``; ``last_batch`` is the batch the
@@ -120,4 +135,7 @@ def should_defer_prefill_hook(original, self, running_batch):
     free = self.max_running_requests - running_batch.batch_size()
     prompts = prompt_queue(self.chunked_req, self.waiting_queue, free, now,
                            self.chunked_prefill_size, admission() == "deadline")
-    return prefill_waits(worker, running_batch.reqs, prompts, rounds, now)
+    waits = prefill_waits(worker, running_batch.reqs, prompts, rounds, now)
+    if waits:
+        rounds.defer(len(prompts.slack_s))
+    return waits

@@ -173,7 +173,9 @@ def test_the_hook_defers_on_the_policys_word_and_keeps_sglangs_own(monkeypatch):
     waiting = [req("relaxed-waiting", 20, ttft_slo_ms=60_000)]
     s = scheduler(w, waiting)
     assert should_defer_prefill_hook(lambda self, b: False, s, running)
+    assert s._adaserve_rounds.deferred == 1
     assert should_defer_prefill_hook(lambda self, b: True, s, running)  # SGLang's own
+    assert s._adaserve_rounds.deferred == 1  # SGLang deferred it, not the policy
     assert not should_defer_prefill_hook(lambda self, b: False, s, Batch(reqs=[]))
     # another speculative algorithm's worker, or none: SGLang's answer alone
     plain = scheduler(w, waiting)
