@@ -52,7 +52,8 @@ def run_one(policy: str, seed: int, args: argparse.Namespace, logs: Path) -> dic
     tag = f"{policy.replace(':', '_').replace('=', '-')}-s{seed}"
     srv = ServerProcess(server_argv(policy, args), logs / f"{tag}.log", cwd=ROOT)
     try:
-        run = loadgen(srv.url, logs / tag, args.rate, args.requests, args.tokens, seed, None)
+        run = loadgen(srv.url, logs / tag, args.rate, args.requests, args.tokens, seed, None,
+                      getattr(args, "prompts", "short"))
     finally:
         srv.stop()
     return {"policy": policy, "seed": seed, "command": run["command"], "classes": run["rows"]}
@@ -88,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=1.0)
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--prompts", choices=("short", "long", "mixed"), default="short",
+                    help="the load generator's prompt set (loadgen/workload.py)")
     ap.add_argument("--max-running", type=int, default=4)
     ap.add_argument("--chunk", type=int, default=256, help="SGLang's --chunked-prefill-size")
     ap.add_argument("--baseline-ms", type=float, default=150.0)

@@ -28,6 +28,8 @@ def command(args) -> str:
     """The run's command as the page names it: every setting, defaults included."""
     name = getattr(args, "name", DEFAULT_NAME)
     named = "" if name == DEFAULT_NAME else f" --name {name}"
+    prompts = getattr(args, "prompts", "short")
+    named += "" if prompts == "short" else f" --prompts {prompts}"
     return (f".venv/bin/python -m benchmarks.sglang.admission{named} --policies {args.policies} "
             f"--seed {args.seed} --seeds {args.seeds} --rate {args.rate:g} --requests "
             f"{args.requests} --tokens {args.tokens} --max-running {args.max_running} "
@@ -50,6 +52,11 @@ def _does(policies: list[str], data: dict) -> str:
                 "served.")
     return " ".join(f"`{p}`: {DOES.get(p, 'as its options say (scheduler/options.py)')}."
                     for p in policies)
+
+
+def _prompts(args) -> str:
+    return {"short": "short prompts", "long": "long prompts (articles to summarize)",
+            "mixed": "prompts, short and long in turn"}[getattr(args, "prompts", "short")]
 
 
 def _pct(v: float | None) -> str:
@@ -78,7 +85,7 @@ def page(data: dict) -> list[str]:
         "SGLang 0.5.23 through `adaserve sglang serve-cpu` (stubbed kernels, torch attention, "
         f"fp32; tree D=3 W=2 N=4), {args.max_running} requests running at most, chunked "
         f"prefill {args.chunk} tokens. {_does(policies, data)} Load: `adaserve loadgen`, "
-        f"{args.requests} short prompts, {args.tokens} output tokens, Poisson at "
+        f"{args.requests} {_prompts(args)}, {args.tokens} output tokens, Poisson at "
         f"{args.rate:g} req/s, classes urgent / moderate / relaxed = x1 / x2.4 / x8 of "
         f"{args.baseline_ms:g} ms (60% urgent), each request's TTFT SLO its class's default "
         f"(x the class's multiple of 2 x ({args.prefill_chunk_ms:g} ms + its prompt's share "

@@ -121,13 +121,13 @@ def iterations(log: Path, start: float, end: float, ragged: bool | None = None) 
 
 
 def loadgen(host: str, out: Path, rate: float, requests: int, tokens: int, seed: int,
-            class_tpot_ms: dict[str, float] | None) -> dict:
+            class_tpot_ms: dict[str, float] | None, prompts: str = "short") -> dict:
     """`adaserve loadgen` against ``host`` (its command, as a user would run it); its
     summary.json rows by class. Where the classes' milliseconds are given, both backends are
     judged against their own baseline's multiples whatever their /server_info says; None:
     each request names its class only, and the server's classes judge it."""
     cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", host, "--rate", str(rate),
-           "--requests", str(requests), "--prompts", "short", "--max-tokens", str(tokens),
+           "--requests", str(requests), "--prompts", prompts, "--max-tokens", str(tokens),
            "--mix-exact", "--seed", str(seed), "--out", str(out)]
     if class_tpot_ms is not None:
         spec = ",".join(f"{k}={v:.3f}" for k, v in class_tpot_ms.items())
