@@ -34,6 +34,26 @@ def model(tmp_path_factory):
     return str(d)
 
 
+@pytest.fixture
+def slo_env(monkeypatch):
+    """Sets a test's SLO environment (ADASERVE_BASELINE_MS, ADASERVE_PREFILL_CHUNK_MS), with
+    the per-process caches that read it (and ADASERVE_POLICY) cleared before and after."""
+    from adaserve.sglang import admission
+    from adaserve.sglang.slo import configured_classes, configured_prefill
+
+    cached = (configured_classes, configured_prefill, admission.admission)
+
+    def configure(baseline_ms: str, prefill_chunk_ms: str) -> None:
+        monkeypatch.setenv("ADASERVE_BASELINE_MS", baseline_ms)
+        monkeypatch.setenv("ADASERVE_PREFILL_CHUNK_MS", prefill_chunk_ms)
+        for c in cached:
+            c.cache_clear()
+
+    yield configure
+    for c in cached:
+        c.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def logdir(tmp_path_factory):
     return tmp_path_factory.mktemp("serve_cpu")

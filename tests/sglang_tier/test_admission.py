@@ -17,22 +17,14 @@ from sglang.srt.sampling.sampling_params import SamplingParams
 from sglang.srt.server_args import ServerArgs
 
 from adaserve.server.slo_ttft import PrefillRate, default_ttft_ms
-from adaserve.sglang import admission
 from adaserve.sglang.admission import ttft_slos
-from adaserve.sglang.slo import configured_classes, configured_prefill
 
 CHUNK = 256
 
 
 @pytest.fixture(autouse=True)
-def env(monkeypatch):
-    monkeypatch.setenv("ADASERVE_BASELINE_MS", "20")
-    monkeypatch.setenv("ADASERVE_PREFILL_CHUNK_MS", "100")
-    for cached in (configured_classes, configured_prefill, admission.admission):
-        cached.cache_clear()
-    yield
-    for cached in (configured_classes, configured_prefill, admission.admission):
-        cached.cache_clear()
+def env(slo_env):
+    slo_env("20", "100")
 
 
 def scheduler(model, algorithm: str | None = "ADASERVE"):

@@ -16,10 +16,9 @@ from sglang.srt.sampling.sampling_params import SamplingParams
 
 from adaserve.scheduler import SchedulerConfig, make_policy
 from adaserve.scheduler.prefill_yield import PromptQueue
-from adaserve.sglang import admission
 from adaserve.sglang.prefill_yield import (Rounds, prefill_waits, prompt_queue,
                                            should_defer_prefill_hook)
-from adaserve.sglang.slo import configured_classes, configured_prefill
+from adaserve.sglang.slo import configured_classes
 from adaserve.sglang.view import view_of
 from adaserve.sglang.worker import AdaServeDraftWorker
 
@@ -28,14 +27,8 @@ PLAIN_S, EXTEND_S = 0.05, 0.30  # a decode round, an extend round
 
 
 @pytest.fixture(autouse=True)
-def env(monkeypatch):
-    monkeypatch.setenv("ADASERVE_BASELINE_MS", "100")
-    monkeypatch.setenv("ADASERVE_PREFILL_CHUNK_MS", "300")
-    for cached in (configured_classes, configured_prefill, admission.admission):
-        cached.cache_clear()
-    yield
-    for cached in (configured_classes, configured_prefill, admission.admission):
-        cached.cache_clear()
+def env(slo_env):
+    slo_env("100", "300")
 
 
 def req(rid: str, prompt: int = 20, output: int = 0, arrived_ago_s: float = 0.0,
