@@ -57,9 +57,9 @@ def register() -> None:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     from adaserve.sglang.admission import calc_priority_hook
-    from adaserve.sglang.prefill_yield import should_defer_prefill_hook
     from adaserve.sglang.http import (generate_hook, openai_hook, serve_hook, server_info_hook,
                                       warmup_hook)
+    from adaserve.sglang.prefill_yield import should_defer_prefill_hook
     from adaserve.sglang.ragged import triton_metadata_hook
     from adaserve.sglang.report import openai_response_hook, report_hook, stream_report_hook
     from adaserve.sglang.server_args import need_hidden_states_hook
