@@ -65,6 +65,11 @@ class Rounds:
                         "%.0f ms)", self.deferred, waiting, 1e3 * self.times.plain_s,
                         1e3 * self.times.prefill_s)
 
+    @property
+    def measured(self) -> bool:
+        """Both kinds of round seen: nothing is decided before (as in the engine)."""
+        return not (np.isnan(self.times.plain_s) or np.isnan(self.times.prefill_s))
+
     def tick(self, now: float, last_batch) -> None:
         """A new round is being scheduled at ``now``; ``last_batch`` is the batch the
         ending round ran (None where it ran nothing: an idle wait is no round)."""
@@ -79,35 +84,34 @@ def prompt_queue(chunked_req, waiting: Sequence, free_slots: int, now: float,
     """The prompts a prefill would serve, in SGLang's order (module docstring): the chunked
     request, then up to ``free_slots`` waiting ones, in ``deadline_order`` if
     ``by_deadline``. A waiting request's prefix found in SGLang's cache is not counted off
-    (it is matched only when the batch is built), so its tokens left are an upper bound."""
-    waiting = list(waiting)
-    if by_deadline and len(waiting) > 1:
-        arrived = np.array([r.time_stats.scheduler_recv_time for r in waiting], np.float64)
-        order = deadline_order(arrived, now, ttft_slos(waiting, chunk))
-        waiting = [waiting[i] for i in order]
-    prompts = ([] if chunked_req is None else [chunked_req]) + waiting[:max(0, free_slots)]
-    if not prompts:
+    (it is matched only when the batch is built), so its tokens left are an upper bound.
+    Each request's arrival and TTFT SLO are read once, for the order and the slack."""
+    reqs = ([] if chunked_req is None else [chunked_req]) + list(waiting)
+    if not reqs:
         return PromptQueue.empty(max(1, chunk or 1))
-    arrived = np.array([r.time_stats.scheduler_recv_time for r in prompts], np.float64)
-    left = np.array([max(0, len(r.origin_input_ids) - r.prefix_len) for r in prompts],
-                    np.int64)
+    arrived = np.array([r.time_stats.scheduler_recv_time for r in reqs], np.float64)  # [m]
+    slos = ttft_slos(reqs, chunk)  # [m]
+    first = 0 if chunked_req is None else 1
+    rest = np.arange(first, len(reqs))  # the waiting ones
+    if by_deadline and rest.size > 1:
+        rest = rest[deadline_order(arrived[rest], now, slos[rest])]
+    pick = np.concatenate([np.arange(first), rest[:max(0, free_slots)]])
+    left = np.array([max(0, len(reqs[i].origin_input_ids) - reqs[i].prefix_len)
+                     for i in pick], np.int64)
     width = chunk if chunk and chunk > 0 else int(left.sum())  # unchunked: one round
-    return PromptQueue(arrived + ttft_slos(prompts, chunk) - now, left, max(1, width))
+    return PromptQueue(arrived[pick] + slos[pick] - now, left, max(1, width))
 
 
 def prefill_waits(worker, running_reqs: Sequence, prompts: PromptQueue, rounds: Rounds,
                   now: float) -> bool:
     """Whether the ADASERVE draft worker's policy holds this round's prefill back for
-    ``running_reqs`` at the cost of ``prompts``: ``Policy.prefill_waits`` with a decode
-    round as the plain step and an extend round plus a decode round as the step that
-    prefilled. False until both kinds of round are measured."""
-    t = rounds.times
-    if not running_reqs or not len(prompts.slack_s) or np.isnan(t.plain_s) or \
-            np.isnan(t.prefill_s):
+    ``running_reqs`` at the cost of ``prompts``: ``Policy.prefill_waits`` (False for a
+    policy that does not yield) with a decode round as the plain step and an extend round
+    plus a decode round as the step that prefilled. False until both kinds of round are
+    measured."""
+    if not running_reqs or not len(prompts.slack_s) or not rounds.measured:
         return False
-    policy = worker.policy
-    if policy.prefill != "yield":
-        return False
+    t, policy = rounds.times, worker.policy
     batch = view_of(running_reqs, worker.classes, worker.default_class,
                     worker.first_token_at, now)
     return policy.prefill_waits(batch, prompts, t.plain_s, t.prefill_s + t.plain_s)
@@ -130,7 +134,10 @@ def should_defer_prefill_hook(original, self, running_batch):
     rounds = self.__dict__.setdefault("_adaserve_rounds", Rounds())
     rounds.tick(now, self.last_batch)
     worker = None if deferred else _adaserve_draft_worker(self)
-    if worker is None or running_batch.is_empty():
+    # only a yielding policy pays for the queue and the view, each round; a decode round is
+    # measured only after the first draft, which makes the policy (worker.py)
+    if worker is None or running_batch.is_empty() or not rounds.measured or \
+            worker.policy.prefill != "yield":
         return deferred
     free = self.max_running_requests - running_batch.batch_size()
     prompts = prompt_queue(self.chunked_req, self.waiting_queue, free, now,

@@ -53,7 +53,7 @@ def run_one(policy: str, seed: int, args: argparse.Namespace, logs: Path) -> dic
     srv = ServerProcess(server_argv(policy, args), logs / f"{tag}.log", cwd=ROOT)
     try:
         run = loadgen(srv.url, logs / tag, args.rate, args.requests, args.tokens, seed, None,
-                      getattr(args, "prompts", "short"))
+                      args.prompts)
     finally:
         srv.stop()
     return {"policy": policy, "seed": seed, "command": run["command"], "classes": run["rows"]}

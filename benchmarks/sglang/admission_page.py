@@ -37,16 +37,19 @@ def command(args) -> str:
             f"{args.prefill_chunk_ms:g}")
 
 
+# the admission page's pair: its runs predate the prefill seam, so it keeps its own words
+ADMISSION = ["adaserve", "adaserve:admit=fifo"]
+
+
 def _title(policies: list[str]) -> str:
-    if policies == ["adaserve", "adaserve:admit=fifo"]:
+    if policies == ADMISSION:
         return "# SGLang + ADASERVE: admitting by TTFT deadline against first come, first served"
     return "# SGLang + ADASERVE: " + " against ".join(f"`{p}`" for p in policies)
 
 
-def _does(policies: list[str], data: dict) -> str:
-    """What each compared policy does in SGLang. The admission page (its runs predate the
-    prefill seam) keeps the words it was measured under."""
-    if _title(policies).endswith("first come, first served"):
+def _does(policies: list[str]) -> str:
+    """What each compared policy does in SGLang."""
+    if policies == ADMISSION:
         return (f"`{policies[0]}` orders SGLang's waiting queue by `deadline_order` "
                 "(adaserve/sglang/admission.py); the other leaves SGLang's first come, first "
                 "served.")
@@ -84,7 +87,7 @@ def page(data: dict) -> list[str]:
         "alone on the machine.", "",
         "SGLang 0.5.23 through `adaserve sglang serve-cpu` (stubbed kernels, torch attention, "
         f"fp32; tree D=3 W=2 N=4), {args.max_running} requests running at most, chunked "
-        f"prefill {args.chunk} tokens. {_does(policies, data)} Load: `adaserve loadgen`, "
+        f"prefill {args.chunk} tokens. {_does(policies)} Load: `adaserve loadgen`, "
         f"{args.requests} {_prompts(args)}, {args.tokens} output tokens, Poisson at "
         f"{args.rate:g} req/s, classes urgent / moderate / relaxed = x1 / x2.4 / x8 of "
         f"{args.baseline_ms:g} ms (60% urgent), each request's TTFT SLO its class's default "

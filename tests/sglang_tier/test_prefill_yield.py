@@ -170,6 +170,13 @@ def test_the_hook_defers_on_the_policys_word_and_keeps_sglangs_own(monkeypatch):
     assert should_defer_prefill_hook(lambda self, b: True, s, running)  # SGLang's own
     assert s._adaserve_rounds.deferred == 1  # SGLang deferred it, not the policy
     assert not should_defer_prefill_hook(lambda self, b: False, s, Batch(reqs=[]))
+    # a policy that does not yield, or rounds not yet measured: SGLang's answer alone
+    assert not should_defer_prefill_hook(
+        lambda self, b: False, scheduler(worker("adaserve:prefill=chunk", w.first_token_at),
+                                         waiting), running)
+    unmeasured = scheduler(w, waiting)
+    unmeasured._adaserve_rounds = Rounds()
+    assert not should_defer_prefill_hook(lambda self, b: False, unmeasured, running)
     # another speculative algorithm's worker, or none: SGLang's answer alone
     plain = scheduler(w, waiting)
     plain.draft_worker = None
