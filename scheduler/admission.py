@@ -28,6 +28,8 @@ everyone's TPOT SLO, pays for the overload.
 
 from __future__ import annotations
 
+import math
+import re
 from collections import deque
 
 import numpy as np
@@ -138,3 +140,28 @@ def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: 
     t = predicted_ttft(int(ahead.sum()), free_slots, queued, prompt_tokens, prefill_chunk,
                        flow.departure_s, flow.iteration_s)
     return None if t is None or t <= ttft_slo_s else t - ttft_slo_s
+
+
+def late_reason(late_s: float, ttft_slo_s: float) -> str:
+    """Why a request was refused at the door (``refusal``'s answer), in the words every
+    server answers it with (the embedded one's 503, SGLang's through the plugin)."""
+    return (f"its first token is predicted {late_s:.1f} s past the TTFT SLO of "
+            f"{ttft_slo_s:g} s")
+
+
+_LATE = re.compile(r"its first token is predicted (\d+(?:\.\d+)?) s past the TTFT SLO")
+
+
+def late_of(message: str) -> float | None:
+    """The seconds past its TTFT SLO a refusal's message (``late_reason``) says, else None:
+    SGLang's scheduler can send its HTTP process only the message, so the Retry-After is
+    read back from it there."""
+    m = _LATE.search(message)
+    return None if m is None else float(m.group(1))
+
+
+def retry_after_s(late_s: float) -> int:
+    """The Retry-After of a refusal predicted ``late_s`` past its TTFT SLO: whole seconds, at
+    least 1, of the value its message states (so a server that reads the message back
+    answers the same)."""
+    return max(1, math.ceil(round(late_s, 1)))

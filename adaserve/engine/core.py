@@ -28,8 +28,8 @@ from adaserve.engine.sampling import SamplingParams
 from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, SchedulerConfig, make_policy)
-from adaserve.scheduler.admission import (FlowMeter, deadline_order, past_step_cap, refusal,
-                                          ttft_slo_s)
+from adaserve.scheduler.admission import (FlowMeter, deadline_order, late_reason, past_step_cap,
+                                          refusal, ttft_slo_s)
 from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 
 
@@ -145,8 +145,7 @@ class EngineCore:
                            self.free_slots, self.policy.admission, len(prompt_ids),
                            self.cfg.prefill_chunk, self.flow, own, _ttft_slos(queue))
             if late is not None:
-                raise QueueFull(f"its first token is predicted {late:.1f} s past the TTFT SLO "
-                                f"of {own:g} s", retry_after_s=late)
+                raise QueueFull(late_reason(late, own), retry_after_s=late)
 
     def fail_all(self, error: str) -> list[Output]:
         """End every request with finish_reason "error" and free all cache (after a failed

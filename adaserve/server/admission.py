@@ -8,7 +8,6 @@ before every check has passed."""
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -18,7 +17,8 @@ from adaserve.engine import SamplingParams
 from adaserve.engine.core import QueueFull
 from adaserve.engine.request import Output
 from adaserve.scheduler import SLO
-from adaserve.server.errors import APIError
+from adaserve.scheduler.admission import retry_after_s
+from adaserve.server.errors import APIError, at_capacity
 from adaserve.server.jobs import Job
 from adaserve.server.lengths import LengthError, output_limit
 from adaserve.server.protocol import SLOField
@@ -93,9 +93,8 @@ def admit(srv: Server, ids: list[int], params: SamplingParams, slo_class: str, s
         # refused at the door for its TTFT (a policy with refuse on) or a full queue
         ttft = e.retry_after_s is not None
         srv.metrics.rejected.labels("ttft" if ttft else "queue_full").inc()
-        retry = math.ceil(e.retry_after_s) if ttft else srv.settings.retry_after_s
-        raise APIError(503, f"the server is at capacity ({e}); retry later",
-                       headers={"Retry-After": str(max(1, retry))}) from None
+        retry = retry_after_s(e.retry_after_s) if ttft else max(1, srv.settings.retry_after_s)
+        raise APIError(503, at_capacity(str(e)), headers={"Retry-After": str(retry)}) from None
     except ValueError as e:
         srv.metrics.rejected.labels("invalid").inc()
         raise APIError(400, str(e)) from None

@@ -27,6 +27,12 @@ class APIError(Exception):
         self.headers, self.code = headers, code
 
 
+def at_capacity(reason: str) -> str:
+    """The message of a 503 for a server at capacity (a full queue, or a first token
+    predicted past its TTFT SLO), on every route and in both servers."""
+    return f"the server is at capacity ({reason}); retry later"
+
+
 def error_body(status: int, message: str, param: str | None = None,
                code: str | None = None) -> dict:
     return {"error": {"message": message, "type": _TYPES.get(status, INVALID),

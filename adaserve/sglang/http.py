@@ -22,11 +22,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
+from adaserve.server.errors import error_body
 from adaserve.server.slo_classes import request_slo
 from adaserve.server.slo_value import SLOError
 from adaserve.sglang import contract
 from adaserve.sglang.contract import ContractError
-from adaserve.sglang.error_shape import OpenAIErrors
+from adaserve.sglang.error_shape import OpenAIErrors, stream_refusal
 from adaserve.sglang.slo import (PREFILL_ENV, adaserve_selected, chunk_of,
                                  configured_classes, default_ttft, prefill_rate)
 from adaserve.sglang.tracestate import slo_headers
@@ -100,7 +101,36 @@ async def generate_hook(original, obj, request):
     except ContractError as e:
         return ORJSONResponse(status_code=e.status, content=e.body())
     obj.sampling_params = done if many else done[0]
-    return await original(obj, request)
+    response = await original(obj, request)
+    return await _refused_stream(response) if obj.stream else response
+
+
+async def _refused_stream(response):
+    """/generate streamed: SGLang answers 200 and streams even a request refused before its
+    first token (its first event a 503 abort: error_shape.stream_refusal). Its first event
+    is drawn before the answer starts, and a refusal is answered 503 in the contract's
+    shape, as the embedded server refuses; otherwise the stream goes on from that event."""
+    from fastapi.responses import ORJSONResponse
+
+    events = getattr(response, "body_iterator", None)
+    if events is None:
+        return response
+    try:
+        first = await events.__anext__()
+    except StopAsyncIteration:
+        return response
+    refused = stream_refusal(first)
+    if refused is not None:
+        await events.aclose()
+        return ORJSONResponse(status_code=503, content=error_body(503, refused))
+
+    async def resumed():
+        yield first
+        async for event in events:
+            yield event
+
+    response.body_iterator = resumed()
+    return response
 
 
 async def openai_hook(original, self, request, raw_request):

@@ -25,4 +25,5 @@ COMPLETION_STREAM = ("sglang.srt.entrypoints.openai.serving_completions"
                      ".OpenAIServingCompletion._generate_completion_stream")
 CALC_PRIORITY = "sglang.srt.managers.schedule_policy.SchedulePolicy.calc_priority"
 DEFER_PREFILL = "sglang.srt.managers.scheduler.Scheduler._should_defer_prefill"
+QUEUED_LIMIT = "sglang.srt.managers.scheduler.Scheduler._abort_on_queued_limit"
 RESOLVED = "sglang.srt.arg_groups.overrides.resolution_result"

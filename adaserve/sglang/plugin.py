@@ -28,6 +28,7 @@ from adaserve.sglang.names import (
     HIDDEN,
     OPENAI,
     ORGANIZE,
+    QUEUED_LIMIT,
     REPORT,
     SERVE,
     SERVER_INFO,
@@ -61,6 +62,7 @@ def register() -> None:
                                       warmup_hook)
     from adaserve.sglang.prefill_yield import should_defer_prefill_hook
     from adaserve.sglang.ragged import triton_metadata_hook
+    from adaserve.sglang.refusal import abort_on_queued_limit_hook
     from adaserve.sglang.report import openai_response_hook, report_hook, stream_report_hook
     from adaserve.sglang.server_args import need_hidden_states_hook
     from adaserve.sglang.spec import AdaServeSpec, worker_class
@@ -86,6 +88,8 @@ def register() -> None:
     HookRegistry.register(CALC_PRIORITY, calc_priority_hook, HookType.AROUND)
     # the policy's prefill=yield: a prefill round waits for the decodes (prefill_yield.py)
     HookRegistry.register(DEFER_PREFILL, should_defer_prefill_hook, HookType.AROUND)
+    # the policy's refuse=on: a request predicted late for its first token gets 503 (refusal.py)
+    HookRegistry.register(QUEUED_LIMIT, abort_on_queued_limit_hook, HookType.AROUND)
     # passes every forward through but ADASERVE's ragged verify (ragged.py)
     HookRegistry.register(TRITON_METADATA, triton_metadata_hook, HookType.AROUND)
     from adaserve.sglang.cpu import hooks as cpu

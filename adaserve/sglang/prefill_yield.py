@@ -31,52 +31,16 @@ the chunked request stays stashed until the next extend.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from adaserve.scheduler.admission import deadline_order
-from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
+from adaserve.scheduler.prefill_yield import PromptQueue
 from adaserve.sglang.admission import admission, ttft_slos
+from adaserve.sglang.rounds import Rounds, rounds_of
 from adaserve.sglang.view import view_of
-
-logger = logging.getLogger(__name__)
-# a deferral is said in the log at the first and then every this many, with the count, so
-# a server's log shows whether the option acts (SGLang's own log lines show prefill rounds)
-SAY_EVERY = 100
-
-
-class Rounds:
-    """The durations of one SGLang scheduler's rounds: ``times.plain_s`` of decode rounds,
-    ``times.prefill_s`` of extend rounds (running means, scheduler/prefill_yield.py)."""
-
-    def __init__(self) -> None:
-        self.times = StepTimes()
-        self.began: float | None = None  # when the round now ending was scheduled
-        self.deferred = 0  # prefill rounds the policy deferred
-
-    def defer(self, waiting: int) -> None:
-        self.deferred += 1
-        if self.deferred % SAY_EVERY == 1:
-            logger.info("ADASERVE: prefill=yield deferred a prefill round for the decodes "
-                        "(%d so far; %d prompts waiting; decode round %.0f ms, extend round "
-                        "%.0f ms)", self.deferred, waiting, 1e3 * self.times.plain_s,
-                        1e3 * self.times.prefill_s)
-
-    @property
-    def measured(self) -> bool:
-        """Both kinds of round seen: nothing is decided before (as in the engine)."""
-        return not (np.isnan(self.times.plain_s) or np.isnan(self.times.prefill_s))
-
-    def tick(self, now: float, last_batch) -> None:
-        """A new round is being scheduled at ``now``; ``last_batch`` is the batch the
-        ending round ran (None where it ran nothing: an idle wait is no round)."""
-        if self.began is not None and last_batch is not None and \
-                not last_batch.forward_mode.is_idle():
-            self.times.observe(now - self.began, int(last_batch.forward_mode.is_extend()))
-        self.began = now
 
 
 def prompt_queue(chunked_req, waiting: Sequence, free_slots: int, now: float,
@@ -117,23 +81,17 @@ def prefill_waits(worker, running_reqs: Sequence, prompts: PromptQueue, rounds: 
     return policy.prefill_waits(batch, prompts, t.plain_s, t.prefill_s + t.plain_s)
 
 
-def _adaserve_draft_worker(scheduler):
-    """The ADASERVE draft worker of this scheduler process, else None (a plain server, or
-    another speculative algorithm)."""
-    from adaserve.sglang.worker import AdaServeDraftWorker
-
-    inner = getattr(getattr(scheduler, "draft_worker", None), "_draft_worker", None)
-    return inner if isinstance(inner, AdaServeDraftWorker) else None
-
-
 def should_defer_prefill_hook(original, self, running_batch):
     """AROUND ``Scheduler._should_defer_prefill``: SGLang's own deferral, else, on an
     ADASERVE server whose policy yields, the embedded rule's (module docstring)."""
+    from adaserve.sglang.worker import adaserve_draft_worker  # imports SGLang's workers
+
     deferred = original(self, running_batch)
     now = time.perf_counter()
-    rounds = self.__dict__.setdefault("_adaserve_rounds", Rounds())
-    rounds.tick(now, self.last_batch)
-    worker = None if deferred else _adaserve_draft_worker(self)
+    rounds = rounds_of(self)
+    # every round of every server: the door's departures and prefill rate too (refusal.py)
+    rounds.tick(now, self.last_batch, running_batch.reqs)
+    worker = None if deferred else adaserve_draft_worker(self)
     # only a yielding policy pays for the queue and the view, each round; a decode round is
     # measured only after the first draft, which makes the policy (worker.py)
     if worker is None or running_batch.is_empty() or not rounds.measured or \

@@ -16,7 +16,8 @@ the top level of a non-streaming body, where the embedded server puts it. Stream
 top level of the chunk with the ``finish_reason`` and of the usage chunk, as the embedded
 server does: the report is kept by request id when the request finishes (``report_hook``
 runs before the stream sees its last output) and the chunk's ``id`` is that request id.
-/generate's stream carries it in ``meta_info``.
+/generate's stream carries it in ``meta_info``. A stream refused before its first token is
+answered 503 here, not streamed (``stream_report_hook``; /generate's in http.py).
 
 With ``--enable-metrics`` the same hook records a client's request (not SGLang's health
 checks or its start-up warm-up: ``log_metrics`` False) in the per-class SLO metrics
@@ -33,6 +34,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from adaserve.scheduler.slo import objectives_met
+from adaserve.sglang.error_shape import stream_refusal
 from adaserve.sglang.slo import adaserve_selected, chunk_of, default_ttft
 
 
@@ -118,10 +120,20 @@ def with_report(chunk: str) -> str:
 
 async def stream_report_hook(original, self, adapted_request, request, raw_request):
     """SGLang's chat or completion stream, its finish and usage chunks carrying the SLO
-    report."""
+    report. A stream refused before its first token (its first event a 503 abort:
+    error_shape.stream_refusal) raises the 503 instead: SGLang's streaming handler draws
+    the first event before it answers 200 and answers an HTTPException as an error."""
     chunks = original(self, adapted_request, request, raw_request)
     ours = adaserve_selected(self.tokenizer_manager.server_args)
+    first = ours
     async for chunk in chunks:
+        if first:
+            first = False
+            refused = stream_refusal(chunk)
+            if refused is not None:
+                from fastapi import HTTPException
+
+                raise HTTPException(status_code=503, detail=refused)
         yield with_report(chunk) if ours and isinstance(chunk, str) else chunk
 
 

@@ -363,3 +363,11 @@ class AdaServeWorker(StandaloneWorkerV2):
             draft_s=d.draft_s, draft_steps_s=d.steps_s, draft_steps=shape.depth - 1,
             select_s=d.organize_s, verify_s=self.verify_s, extend_s=d.extend_s))
         return out
+
+
+def adaserve_draft_worker(scheduler) -> AdaServeDraftWorker | None:
+    """The ADASERVE draft worker of an SGLang scheduler process, else None (a plain
+    server, or another speculative algorithm): the scheduler hooks (prefill_yield.py,
+    refusal.py) act only where it is."""
+    inner = getattr(getattr(scheduler, "draft_worker", None), "_draft_worker", None)
+    return inner if isinstance(inner, AdaServeDraftWorker) else None

@@ -1,0 +1,105 @@
+"""What one SGLang scheduler has seen of its own rounds: how long its decode and extend
+rounds take (``prefill_yield.py`` reads them), how fast its extends prefill, and how often
+its requests leave (``refusal.py`` reads both, as the embedded engine's door reads its
+``FlowMeter``).
+
+Every round of SGLang's loop asks ``Scheduler._should_defer_prefill`` once, so the AROUND
+hook there ticks this clock: a round is timed from one call to the next and filed by the
+kind of batch that ran (``last_batch``), an extend round also by the prompt tokens it
+prefilled, and a request seen running that has finished since counts as a departure when
+it is seen finished. One ``Rounds`` lives on each scheduler (``rounds_of``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable
+
+import numpy as np
+
+from adaserve.scheduler.admission import FlowMeter
+from adaserve.scheduler.prefill_yield import StepTimes
+
+logger = logging.getLogger(__name__)
+# a deferral is said in the log at the first and then every this many, with the count, so
+# a server's log shows whether the option acts (SGLang's own log lines show prefill rounds)
+SAY_EVERY = 100
+
+
+class PrefillFlow(FlowMeter):
+    """The door's ``FlowMeter`` with SGLang's unit of prefill: an iteration is one prompt
+    token. SGLang sizes an extend round to the tokens it takes (several short prompts in
+    one round, a long one in chunks), so the seconds a prompt token costs, over the last
+    ``window`` extend rounds, is what predicts a queue's prefill; summed over the rounds,
+    not averaged per round, so a chunk's few-token remainder (mostly a forward's fixed cost)
+    weighs what its tokens weigh."""
+
+    def __init__(self, window: int = 32) -> None:
+        super().__init__(window)
+        self._extends: deque[tuple[float, int]] = deque(maxlen=window)
+
+    def extended(self, seconds: float, tokens: int) -> None:
+        if tokens > 0:
+            self._extends.append((seconds, tokens))
+
+    @property
+    def iteration_s(self) -> float | None:
+        """Seconds per prompt token; None before an extend round."""
+        e = self._extends
+        return sum(s for s, _ in e) / sum(t for _, t in e) if e else None
+
+
+class Rounds:
+    """The durations of one SGLang scheduler's rounds: ``times.plain_s`` of decode rounds,
+    ``times.prefill_s`` of extend rounds (running means, scheduler/prefill_yield.py), and
+    ``flow``: the prefill rate and the departures (``PrefillFlow``)."""
+
+    def __init__(self) -> None:
+        self.times = StepTimes()
+        self.flow = PrefillFlow()
+        self.began: float | None = None  # when the round now ending was scheduled
+        self.deferred = 0  # prefill rounds the policy deferred
+        self._running: dict[str, object] = {}  # rid -> Req seen running, not yet finished
+
+    def defer(self, waiting: int) -> None:
+        self.deferred += 1
+        if self.deferred % SAY_EVERY == 1:
+            logger.info("ADASERVE: prefill=yield deferred a prefill round for the decodes "
+                        "(%d so far; %d prompts waiting; decode round %.0f ms, extend round "
+                        "%.0f ms)", self.deferred, waiting, 1e3 * self.times.plain_s,
+                        1e3 * self.times.prefill_s)
+
+    @property
+    def measured(self) -> bool:
+        """Both kinds of round seen: nothing is decided before (as in the engine)."""
+        return not (np.isnan(self.times.plain_s) or np.isnan(self.times.prefill_s))
+
+    def tick(self, now: float, last_batch, running: Iterable = ()) -> None:
+        """A new round is being scheduled at ``now``; ``last_batch`` is the batch the
+        ending round ran (None where it ran nothing: an idle wait is no round), and
+        ``running`` the requests decoding now."""
+        if self.began is not None and last_batch is not None and \
+                not last_batch.forward_mode.is_idle():
+            seconds, extend = now - self.began, last_batch.forward_mode.is_extend()
+            self.times.observe(seconds, int(extend))
+            if extend:
+                self.flow.extended(seconds, int(getattr(last_batch, "extend_num_tokens", 0)
+                                                or 0))
+        self.began = now
+        self._departures(now, running)
+
+    def _departures(self, now: float, running: Iterable) -> None:
+        """Requests seen running that have finished (or been aborted) leave; one retracted
+        to the waiting queue is not finished and is kept until it is."""
+        for rid in [rid for rid, r in self._running.items() if r.finished()]:
+            del self._running[rid]
+            self.flow.finished(now)
+        for r in running:
+            if not r.finished():
+                self._running.setdefault(r.rid, r)
+
+
+def rounds_of(scheduler) -> Rounds:
+    """The ``Rounds`` of this scheduler process, made at its first round."""
+    return scheduler.__dict__.setdefault("_adaserve_rounds", Rounds())
