@@ -21,6 +21,10 @@ DOES = {
     "adaserve:admit=fifo": "SGLang's first come, first served admission",
     "adaserve:prefill=chunk": "the preset's admission, with SGLang's own prefill-first "
                               "rounds (a prefill round whenever one can be built)",
+    "adaserve:refuse=on": "the preset, and a request predicted on arrival to get its first "
+                          "token past its TTFT SLO refused at the door, 503 with Retry-After "
+                          "(adaserve/sglang/refusal.py); a refusal counts as a miss in every "
+                          "reading",
 }
 
 
@@ -120,7 +124,20 @@ def page(data: dict) -> list[str]:
                        f"{_pct(_mean(cell(p, s, c, 'attainment_ttft') for s in seeds))} / "
                        f"{'-' if ttft is None else f'{ttft / 1e3:.1f}'}")
         rows.append(row)
-    lines += table(head, rows) + [
-        "", "Each run's load command (its host a fresh server's): "
+    lines += table(head, rows) + [""] + _refused(policies, seeds, got) + [
+        "Each run's load command (its host a fresh server's): "
         f"`{runs[0]['command']}`, with the seed of its row.", ""]
     return lines
+
+
+def _refused(policies: list[str], seeds: list[int], got: dict) -> list[str]:
+    """The requests refused at the door (503), per seed, where any run refused one."""
+    def n(p: str, s: int, key: str) -> int:
+        return int(got[(p, s)]["overall"].get(key) or 0)
+
+    if not any(n(p, s, "rejected") for p in policies for s in seeds):
+        return []
+    head = ["seed"] + [f"`{p}` refused / sent" for p in policies]
+    rows = [[str(s)] + [f"{n(p, s, 'rejected')} / {n(p, s, 'sent')}" for p in policies]
+            for s in seeds]
+    return ["## Refused at the door (503), per seed", ""] + table(head, rows) + [""]

@@ -16,8 +16,9 @@ from sglang.srt.sampling.sampling_params import SamplingParams
 
 from adaserve.scheduler import SchedulerConfig, make_policy
 from adaserve.scheduler.prefill_yield import PromptQueue
-from adaserve.sglang.prefill_yield import (Rounds, prefill_waits, prompt_queue,
+from adaserve.sglang.prefill_yield import (prefill_waits, prompt_queue,
                                            should_defer_prefill_hook)
+from adaserve.sglang.rounds import Rounds
 from adaserve.sglang.slo import configured_classes
 from adaserve.sglang.view import view_of
 from adaserve.sglang.worker import AdaServeDraftWorker
