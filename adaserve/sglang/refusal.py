@@ -21,7 +21,9 @@ also refuses where ``refusal`` predicts the request late:
 
 The refusal is SGLang's own abort with status 503 (its tokenizer answers it as an HTTP
 error) and the message the embedded server answers (``late_reason``, ``at_capacity``);
-the HTTP process reads the Retry-After back from the message (retry_after.py). A request
+the HTTP process reads the Retry-After back from the message (error_shape.py), and with
+``--enable-metrics`` it is counted as the embedded server counts it,
+``adaserve_rejected_requests_total{reason="ttft"}``. A request
 SGLang already refused (its own checks set ``to_finish``) or retracted back to the queue
 is never judged again.
 """
@@ -95,4 +97,17 @@ def abort_on_queued_limit_hook(original, self, recv_req) -> bool:
         "type": "abort", "status_code": HTTPStatus.SERVICE_UNAVAILABLE, "message": message}),
         recv_req)
     recv_req.time_stats.trace_ctx.abort(abort_info={"reason": message})
+    if getattr(getattr(self, "metrics_reporter", None), "enable_metrics", False):
+        rejected().labels("ttft").inc()
     return True
+
+
+@lru_cache(maxsize=1)
+def rejected():
+    """The embedded server's ``adaserve_rejected_requests{reason}``, in SGLang's /metrics:
+    made at the first refusal, in the scheduler process, whose samples SGLang's Prometheus
+    multiprocess directory collects with every other process's."""
+    from prometheus_client import Counter
+
+    return Counter("adaserve_rejected_requests", "requests refused before running",
+                   ["reason"])

@@ -5,7 +5,8 @@ Two requests in a row teach its scheduler how often a slot frees (one short outp
 few seconds on this CPU). Then a long request holds the slot, and a request of each kind
 (chat and /generate, plain and streamed) asking for its first token within 1 s is
 predicted to wait a departure, so each is refused at the door: 503 before any stream
-starts, OpenAI's error shape, and the Retry-After the embedded server sends. A request
+starts, OpenAI's error shape, and the Retry-After the embedded server sends, each counted
+in /metrics as the embedded server counts it. A request
 with a minute to spare is admitted beside them, and the long one finishes whole."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def door(tmp_path_factory):
 
     s = Server("refuse", [*SHAPE, "--policy", "adaserve:refuse=on", "--slo-classes", CLASSES,
                           "--default-class", "relaxed", *PREFILL,
-                          "--max-running-requests", "1"],
+                          "--max-running-requests", "1", "--enable-metrics"],
                {}, tmp_path_factory.mktemp("refuse"))
     yield s
     assert s.alive(), s.tail()
@@ -68,6 +69,8 @@ def test_a_request_predicted_late_is_refused_on_every_route_before_its_stream(do
         err = r.json()["error"]
         assert err["type"] == "server_overloaded" and "TTFT SLO of 1 s" in err["message"]
         assert int(r.headers["retry-after"]) == retry_after_s(late_of(err["message"])) >= 1
+    metrics = httpx.get(door.url + "/metrics", timeout=60).text
+    assert 'adaserve_rejected_requests_total{reason="ttft"} 4.0' in metrics
     patient = send(door.url, "chat", False, 60_000, 8)  # a minute to spare: admitted
     assert patient.status_code == 200 and patient.json()["usage"]["completion_tokens"] == 8
     hold.join(600)
