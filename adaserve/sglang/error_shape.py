@@ -118,6 +118,13 @@ def _message(body: object) -> str | None:
     return m if isinstance(m, str) else None
 
 
+def retry_after(status: int, body: object) -> str | None:
+    """The Retry-After of an error answer whose (parsed) body is a refusal at the door's
+    503 (``late_reason``'s message, in either shape), else None."""
+    late = late_of(_message(body) or "") if status == 503 else None
+    return None if late is None else str(retry_after_s(late))
+
+
 async def _send_rewritten(send, start: dict, body: bytes, openai: bool) -> None:
     try:
         parsed = json.loads(body)
@@ -125,9 +132,9 @@ async def _send_rewritten(send, start: dict, body: bytes, openai: bool) -> None:
         parsed = None
     new = openai_shape(parsed, start["status"]) if openai else None
     headers = list(start.get("headers") or [])
-    late = late_of(_message(parsed) or "") if start["status"] == 503 else None
-    if late is not None and not any(k.lower() == b"retry-after" for k, _ in headers):
-        headers.append((b"retry-after", str(retry_after_s(late)).encode()))
+    retry = retry_after(start["status"], parsed)
+    if retry is not None and not any(k.lower() == b"retry-after" for k, _ in headers):
+        headers.append((b"retry-after", retry.encode()))
     if new is not None:
         body = json.dumps(new, separators=(",", ":")).encode("ascii")
         headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adaserve.server.slo_classes import SLOError
+from adaserve.sglang.error_shape import retry_after
 from adaserve.sglang.tracestate import member, with_member
 
 SLO_ROUTES = ("/generate", "/v1/chat/completions", "/v1/completions")
@@ -151,12 +152,21 @@ def with_model(req: Incoming) -> bytes:
 def router_error(status: int, content_type: str | None, body: bytes) -> bytes | None:
     """OpenAI's error shape for an error the router answered in its own (plain text, as
     "missing field `model`"); None for a JSON body, which a replica's gate and
-    ``error_shape.OpenAIErrors`` have shaped already."""
+    ``error_shape.OpenAIErrors`` have shaped already. A replica's own error that the router
+    relays as text (it does so for a stream the replica refused, a 503 at its door) is
+    already in that shape and passes as the replica wrote it."""
     if status < 400 or "json" in (content_type or "").lower():
         return None
     from adaserve.server.errors import error_body
 
     text = body.decode("utf-8", "replace").strip() or f"HTTP {status}"
+    try:
+        relayed = json.loads(text)
+    except ValueError:
+        relayed = None
+    if isinstance(relayed, dict) and isinstance(relayed.get("error"), dict) and \
+            isinstance(relayed["error"].get("message"), str):
+        return json.dumps(relayed, separators=(",", ":")).encode()
     return json.dumps(error_body(status, f"the router: {text}")).encode()
 
 
@@ -269,8 +279,10 @@ def app(router: str, view=None, pick_log=None, replicas: list[str] | None = None
             shaped = router_error(resp.status_code, resp.headers.get("content-type"),
                                   await resp.aread())
             await resp.aclose()
-            return Response(shaped, status_code=resp.status_code,
-                            media_type="application/json")
+            # a replica's refusal keeps its Retry-After, which the router's relay dropped
+            retry = retry_after(resp.status_code, json.loads(shaped))
+            return Response(shaped, status_code=resp.status_code, media_type="application/json",
+                            headers=None if retry is None else {"Retry-After": retry})
         return StreamingResponse(resp.aiter_raw(), status_code=resp.status_code,
                                  headers=kept, background=BackgroundTask(resp.aclose))
 

@@ -258,6 +258,39 @@ def test_the_routers_plain_text_errors_leave_in_openais_shape():
     assert router_error(503, None, b"")  # an empty body still says something
     assert router_error(400, "application/json", b"{}") is None  # shaped upstream
     assert router_error(200, "text/plain", b"ok") is None
+    # a replica's own error relayed as text passes as the replica wrote it
+    relayed = {"error": {"message": "m", "type": "server_overloaded", "param": None,
+                         "code": None}}
+    assert json.loads(router_error(503, "text/plain", json.dumps(relayed).encode())) == relayed
+
+
+def test_a_replicas_refusal_the_router_relays_as_text_keeps_its_shape_and_retry_after(
+        monkeypatch):
+    """sglang-router relays a replica's 503 for a stream as plain text and drops its
+    Retry-After (seen with a refuse=on fleet, 2026-11-28): the front answers the replica's
+    own error and its Retry-After again."""
+    from adaserve.scheduler.admission import late_reason
+    from adaserve.server.errors import at_capacity, error_body
+
+    refusal = error_body(503, at_capacity(late_reason(15.7, 1.0)))
+
+    def router(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, headers={"content-type": "text/plain"},
+                              content=json.dumps(refusal).encode())
+
+    monkeypatch.setattr(httpx, "AsyncClient",
+                        lambda **kw: REAL_CLIENT(transport=httpx.MockTransport(router), **kw))
+    asgi = app("http://router.invalid")
+
+    async def send():
+        async with REAL_CLIENT(transport=httpx.ASGITransport(app=asgi),
+                               base_url="http://front") as c:
+            return await c.post("/v1/chat/completions", json={
+                "messages": [{"role": "user", "content": "hi"}], "stream": True})
+
+    r = asyncio.run(send())
+    assert r.status_code == 503 and r.json() == refusal
+    assert r.headers["retry-after"] == "16"
 
 
 def test_the_front_parses_a_body_once(front, fleet_classes, monkeypatch):
