@@ -32,19 +32,27 @@ from functools import lru_cache
 import numpy as np
 
 from adaserve.scheduler.admission import deadline_order, ttft_slo_s
+from adaserve.scheduler.options import AdaServeOptions
 from adaserve.scheduler.policies import policy_options
 from adaserve.sglang.slo import adaserve_selected, chunk_of, default_ttft
 
 
 @lru_cache(maxsize=1)
-def admission() -> str:
-    """How ADASERVE_POLICY admits ("fifo" or "deadline"; a policy without options admits
-    first come, first served, as ``Policy.admission`` says). A bad spec stops the launch in
-    the worker first, so here it only reads "fifo"."""
+def served_options() -> AdaServeOptions | None:
+    """ADASERVE_POLICY's options, read once per process by the scheduler hooks (this one,
+    refusal.py); None for a policy without options (``adaserve-authors``' own class, the
+    baselines), whose admission is first come, first served and which refuses nobody. A
+    bad spec stops the launch in the worker first, so here it only reads None."""
     try:
         _, options = policy_options(os.environ.get("ADASERVE_POLICY", "adaserve"))
     except ValueError:
-        return "fifo"
+        return None
+    return options
+
+
+def admission() -> str:
+    """How ADASERVE_POLICY admits: "fifo" or "deadline" (as ``Policy.admission`` says)."""
+    options = served_options()
     return "fifo" if options is None else options.admit
 
 

@@ -30,7 +30,6 @@ is never judged again.
 
 from __future__ import annotations
 
-import os
 import time
 from functools import lru_cache
 from http import HTTPStatus
@@ -38,20 +37,14 @@ from http import HTTPStatus
 import numpy as np
 
 from adaserve.scheduler.admission import late_reason, refusal
-from adaserve.scheduler.policies import policy_options
 from adaserve.server.errors import at_capacity
-from adaserve.sglang.admission import admission, ttft_slos
+from adaserve.sglang.admission import admission, served_options, ttft_slos
 from adaserve.sglang.rounds import Rounds, rounds_of
 
 
-@lru_cache(maxsize=1)
 def refuses() -> bool:
-    """Whether ADASERVE_POLICY refuses at the door (``refuse=on``); a policy without
-    options does not. A bad spec stops the launch in the worker first."""
-    try:
-        _, options = policy_options(os.environ.get("ADASERVE_POLICY", "adaserve"))
-    except ValueError:
-        return False
+    """Whether ADASERVE_POLICY refuses at the door (``refuse=on``)."""
+    options = served_options()
     return options is not None and options.refuse
 
 

@@ -41,7 +41,7 @@ def slo_env(monkeypatch):
     from adaserve.sglang import admission
     from adaserve.sglang.slo import configured_classes, configured_prefill
 
-    cached = (configured_classes, configured_prefill, admission.admission)
+    cached = (configured_classes, configured_prefill, admission.served_options)
 
     def configure(baseline_ms: str, prefill_chunk_ms: str) -> None:
         monkeypatch.setenv("ADASERVE_BASELINE_MS", baseline_ms)

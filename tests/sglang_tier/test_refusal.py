@@ -15,6 +15,7 @@ from sglang.srt.sampling.sampling_params import SamplingParams
 
 from adaserve.scheduler.admission import late_of, late_reason, retry_after_s
 from adaserve.server.errors import at_capacity
+from adaserve.sglang import admission
 from adaserve.sglang import refusal as door
 from adaserve.sglang.rounds import PrefillFlow, Rounds
 from adaserve.sglang.worker import AdaServeDraftWorker
@@ -26,9 +27,9 @@ CHUNK = 256
 def env(slo_env, monkeypatch):
     slo_env("100", "300")
     monkeypatch.setenv("ADASERVE_POLICY", "adaserve:refuse=on")
-    door.refuses.cache_clear()
+    admission.served_options.cache_clear()
     yield
-    door.refuses.cache_clear()
+    admission.served_options.cache_clear()
 
 
 def req(rid: str, prompt: int = 20, arrived_ago_s: float = 0.0, **custom) -> Req:
@@ -92,13 +93,11 @@ def test_the_door_predicts_from_the_queue_the_slots_and_the_rate_it_has_seen(mon
     """Three waiting prompts of 100 tokens and a chunked one with 50 left, prefilled at 10 ms
     a token, then its own 20 tokens (0.2 s). The slots are free, so no departure is waited
     for. First come, first served all three are ahead: 3.7 s against its 1-s TTFT SLO."""
-    from adaserve.sglang import admission
-
     waiting = [req(f"w{i}", 100, ttft_slo_ms=60_000) for i in range(3)]
     chunked = req("chunked", 150)
     chunked.prefix_len = 100
     monkeypatch.setenv("ADASERVE_POLICY", "adaserve:refuse=on,admit=fifo")
-    admission.admission.cache_clear()
+    admission.served_options.cache_clear()
     s, _ = scheduler(waiting, running=1, chunked=chunked, slots=8)
     new = req("new", 20, ttft_slo_ms=1000)
     late, own = door.predicted_late(s, new, s._adaserve_rounds, time.perf_counter())
@@ -106,7 +105,7 @@ def test_the_door_predicts_from_the_queue_the_slots_and_the_rate_it_has_seen(mon
     # with admit=deadline only those in time whose deadline is no later than its own are
     # ahead: the three waiting have a minute, so only the chunk is (0.5 + 0.2 s)
     monkeypatch.setenv("ADASERVE_POLICY", "adaserve:refuse=on")
-    admission.admission.cache_clear()
+    admission.served_options.cache_clear()
     assert door.predicted_late(s, new, s._adaserve_rounds, time.perf_counter()) is None
     late, _ = door.predicted_late(s, req("tight", 20, ttft_slo_ms=600), s._adaserve_rounds,
                                   time.perf_counter())
@@ -164,7 +163,7 @@ def test_nobody_is_refused_on_no_evidence_by_a_policy_that_does_not_refuse_or_el
     for s, _ in (scheduler(ahead, rounds=unmeasured), scheduler(ahead, worker=False)):  # not an ADASERVE server
         assert not door.abort_on_queued_limit_hook(lambda self, r: False, s, late)
     monkeypatch.setenv("ADASERVE_POLICY", "adaserve")  # refuse=off
-    door.refuses.cache_clear()
+    admission.served_options.cache_clear()
     s, sent = scheduler(ahead)
     assert not door.abort_on_queued_limit_hook(lambda self, r: False, s, late)
     assert not sent
