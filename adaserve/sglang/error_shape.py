@@ -71,9 +71,9 @@ def openai_shape(flat: object, status: int) -> dict | None:
 
 class OpenAIErrors:
     """ASGI middleware: a 4xx/5xx JSON answer on /v1/* or /generate in SGLang's flat shape
-    leaves in OpenAI's, and a refusal's 503 on any route with its Retry-After. The answer is held
-    only when its status says so (a few hundred bytes); everything else is sent as it
-    comes."""
+    leaves in OpenAI's, and a refusal's 503 on any route with its Retry-After. The answer
+    is held only when its status says so (a few hundred bytes); everything else is sent as
+    it comes."""
 
     def __init__(self, app) -> None:
         self.app = app

@@ -160,7 +160,8 @@ def test_nobody_is_refused_on_no_evidence_by_a_policy_that_does_not_refuse_or_el
     unmeasured = Rounds()
     unmeasured.flow.extended(1.0, 100)  # a rate, but no two departures yet
     ahead = [req("w", 300, arrived_ago_s=0.1, ttft_slo_ms=1000)]
-    for s, _ in (scheduler(ahead, rounds=unmeasured), scheduler(ahead, worker=False)):  # not an ADASERVE server
+    # rounds without two departures, and a server not running ADASERVE
+    for s, _ in (scheduler(ahead, rounds=unmeasured), scheduler(ahead, worker=False)):
         assert not door.abort_on_queued_limit_hook(lambda self, r: False, s, late)
     monkeypatch.setenv("ADASERVE_POLICY", "adaserve")  # refuse=off
     admission.served_options.cache_clear()
