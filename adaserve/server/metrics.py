@@ -13,11 +13,11 @@ import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
 from adaserve.engine.core import IterationStats
 from adaserve.engine.request import RequestStats
-from adaserve.server.slo_metrics import LATENCY_BUCKETS, SloMetrics
+from adaserve.server.slo_metrics import LATENCY_BUCKETS, SloMetrics, rejected_counter
 
 HISTORY_S = 600  # seconds of per-second history the dashboard can show
 
@@ -41,8 +41,7 @@ class ServerMetrics:
     def __init__(self, classes: list[str], best_effort: Collection[str] = ()) -> None:
         self.registry = r = CollectorRegistry()
         self.slo = SloMetrics(classes, r, best_effort)
-        self.rejected = Counter("adaserve_rejected_requests", "requests refused before "
-                                "running", ["reason"], registry=r)
+        self.rejected = rejected_counter(r)
         self.accepted = Gauge("adaserve_accepted_tokens_per_step", "tokens emitted per "
                               "request per iteration, last iteration", registry=r)
         self.iteration = Histogram("adaserve_iteration_seconds", "engine iteration latency",

@@ -19,6 +19,15 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.
 WINDOW = 200  # finished requests per class in the sliding attainment window
 
 
+def rejected_counter(registry: CollectorRegistry | None = None) -> Counter:
+    """``adaserve_rejected_requests{reason}``: requests a server refused before running them
+    (the embedded server's registry; registry=None: the default one, which SGLang's
+    multiprocess /metrics collects from its scheduler process, refusal.py)."""
+    kw = {} if registry is None else {"registry": registry}
+    return Counter("adaserve_rejected_requests", "requests refused before running",
+                   ["reason"], **kw)
+
+
 class SloMetrics:
     """requests{slo_class,attained}, TPOT and TTFT histograms, output and goodput tokens,
     and the sliding-window attainment ratio, per SLO class; and the same count and ratio of

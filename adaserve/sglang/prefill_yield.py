@@ -39,6 +39,7 @@ import numpy as np
 from adaserve.scheduler.admission import deadline_order
 from adaserve.scheduler.prefill_yield import PromptQueue
 from adaserve.sglang.admission import admission, ttft_slos
+from adaserve.sglang.refusal import refuses
 from adaserve.sglang.rounds import Rounds, rounds_of
 from adaserve.sglang.view import view_of
 
@@ -89,8 +90,8 @@ def should_defer_prefill_hook(original, self, running_batch):
     deferred = original(self, running_batch)
     now = time.perf_counter()
     rounds = rounds_of(self)
-    # every round of every server: the door's departures and prefill rate too (refusal.py)
-    rounds.tick(now, self.last_batch, running_batch.reqs)
+    # every round: its kind and length; the departures only where the door reads them
+    rounds.tick(now, self.last_batch, running_batch.reqs if refuses() else ())
     worker = None if deferred else adaserve_draft_worker(self)
     # only a yielding policy pays for the queue and the view, each round; a decode round is
     # measured only after the first draft, which makes the policy (worker.py)

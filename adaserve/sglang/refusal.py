@@ -98,9 +98,9 @@ def abort_on_queued_limit_hook(original, self, recv_req) -> bool:
 @lru_cache(maxsize=1)
 def rejected():
     """The embedded server's ``adaserve_rejected_requests{reason}``, in SGLang's /metrics:
-    made at the first refusal, in the scheduler process, whose samples SGLang's Prometheus
-    multiprocess directory collects with every other process's."""
-    from prometheus_client import Counter
+    made at the first refusal (prometheus_client picks multiprocess mode at first import),
+    in the scheduler process, whose samples SGLang's Prometheus multiprocess directory
+    collects with every other process's."""
+    from adaserve.server.slo_metrics import rejected_counter
 
-    return Counter("adaserve_rejected_requests", "requests refused before running",
-                   ["reason"])
+    return rejected_counter()

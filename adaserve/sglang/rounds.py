@@ -6,7 +6,8 @@ its requests leave (``refusal.py`` reads both, as the embedded engine's door rea
 Every round of SGLang's loop asks ``Scheduler._should_defer_prefill`` once, so the AROUND
 hook there ticks this clock: a round is timed from one call to the next and filed by the
 kind of batch that ran (``last_batch``), an extend round also by the prompt tokens it
-prefilled, and a request seen running that has finished since counts as a departure when
+prefilled. Where the policy refuses at the door (the only reader of departures) the hook
+also hands it the running requests, and a request seen running counts as a departure when
 it is seen finished. One ``Rounds`` lives on each scheduler (``rounds_of``).
 """
 
