@@ -15,6 +15,7 @@ import pytest
 
 from adaserve.loadgen import bench
 from adaserve.loadgen.extend import ExtendError, load_prior, ordered
+from adaserve.loadgen.settle import Settled
 
 
 class _Server:
@@ -36,6 +37,16 @@ def _args(tmp_path, **kw):
     for k, v in kw.items():
         argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
     return p.parse_args(argv)
+
+
+@pytest.fixture(autouse=True)
+def settled(monkeypatch):
+    """No test here keeps the machine busy for a minute: settling is recorded, not run
+    (loadgen/settle.py is tested in test_settle.py). The seconds of each one asked for."""
+    asked = []
+    monkeypatch.setattr(bench, "settle",
+                        lambda s: asked.append(s) or Settled(s, (1000.0, 1250.0)))
+    return asked
 
 
 @pytest.fixture
@@ -240,3 +251,23 @@ def test_an_arm_runs_its_policy_with_its_flags_under_its_label(tmp_path, monkeyp
     # an arm is a server flag: the simulator starts none
     assert bench.main(_args(tmp_path / "sim", scales="1.0", backend="sim",
                             arm="adaserve-table=adaserve --context-table")) == 2
+
+
+def test_a_sweep_settles_the_machine_once_before_its_first_server_and_says_so(
+        tmp_path, sweep, settled):
+    made, servers = sweep
+    bench.main(_args(tmp_path, scales="1.0", settle_s=30))
+    assert settled == [30.0] and len(servers) == 2
+    note = json.loads((tmp_path / "summary.json").read_text())["notes"]
+    assert len(note) == 1 and "30 s of a fixed fp32 matmul" in note[0] and "1.25x" in note[0]
+    assert f"- note: {note[0]}" in (tmp_path / "summary.md").read_text()
+    # an extension with runs to make settles again and keeps the sweep's note first
+    bench.main(_args(tmp_path, scales="1.0", repeats=2, extend=True))
+    assert settled == [30.0, 60.0]
+    assert len(json.loads((tmp_path / "summary.json").read_text())["notes"]) == 2
+    # nothing left to run, none asked for, or simulated: no settling
+    bench.main(_args(tmp_path, scales="1.0", repeats=2, extend=True))
+    bench.main(_args(tmp_path / "none", scales="1.0", settle_s=0))
+    bench.main(_args(tmp_path / "sim", scales="1.0", backend="sim"))
+    assert settled == [30.0, 60.0]
+    assert "notes" not in json.loads((tmp_path / "none" / "summary.json").read_text())

@@ -1,0 +1,64 @@
+"""Settling the machine before a sweep's first server.
+
+On the 2-core Intel VM of 2026-11-28 the first server of a sweep ran slower than the ones
+after it: its prefill steps of 32-47 prompt tokens took a median 229-259 ms against 178-208
+ms for the next servers in three of four sweeps, it fell behind (7-9 requests running on
+average against 4-6), and it had the sweep's lowest attainment (26-31% end to end at 1.5
+req/s against 37-64% for the same policy on the next seeds). A fixed matmul timed in 5-s
+windows after 2.5 minutes idle ran 1,340-1,540 a second for its first 25 s and about 1,750
+after a minute (docs/loadgen.md, "A machine that sat idle"). Whatever the host does to a VM that sat idle, the sweep's first server paid
+for it, and with the policies listed in one order that was always the same policy.
+
+So before the first server starts, the bench keeps both cores busy with the same matmul
+for ``SETTLE_S`` seconds and records its rate window by window, so the page shows whether
+the machine had settled (the last windows level) or not. It touches no server: every
+server starts from the same state, and only the machine is warmed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+SETTLE_S = 60.0  # a minute: the ramp above levelled within it
+WINDOW_S = 5.0  # the rate is read per window, so one slow second shows as a dip, not noise
+# the matmul: 48 rows (a prefill chunk's order of rows) through one of the target's MLP
+# projections (576 -> 1536, SmolLM2-135M)
+ROWS, DIM, HIDDEN = 48, 576, 1536
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What settling measured: the matmuls a second in each window, in order."""
+
+    seconds: float
+    rates: tuple[float, ...]
+
+    def note(self) -> str:
+        """One line for the page: the first and last windows' rates, and every window."""
+        if not self.rates:
+            return f"machine settled for {self.seconds:.0f} s: no window completed"
+        first, last = self.rates[0], self.rates[-1]
+        return (f"before the first server, {self.seconds:.0f} s of a fixed fp32 matmul on every "
+                f"thread settled the machine (loadgen/settle.py): {first:.0f} a second in the "
+                f"first {WINDOW_S:.0f}-s window, {last:.0f} in the last ({last / first:.2f}x); "
+                f"windows: {', '.join(f'{r:.0f}' for r in self.rates)}")
+
+
+def settle(seconds: float = SETTLE_S, window_s: float = WINDOW_S) -> Settled:
+    """Keep the machine busy with the fixed matmul for about ``seconds`` and return its
+    rate in each window of ``window_s``."""
+    import torch  # only a sweep with real servers pays for the import
+
+    a, w = torch.randn(ROWS, DIM), torch.randn(DIM, HIDDEN)
+    rates: list[float] = []
+    end = time.monotonic() + seconds
+    with torch.inference_mode():
+        while time.monotonic() < end:
+            t0, n = time.monotonic(), 0
+            while (elapsed := time.monotonic() - t0) < window_s:
+                for _ in range(10):
+                    a @ w
+                n += 10
+            rates.append(n / elapsed)
+    return Settled(seconds, tuple(rates))
