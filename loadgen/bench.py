@@ -26,18 +26,16 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
 from adaserve.loadgen.arms import parse_arms
 from adaserve.loadgen.extend import done, load_prior, ordered, settings
 from adaserve.loadgen.options import add_mix_draw_args
 from adaserve.loadgen.points import Point, points, slo_classes  # noqa: F401 (bench.Point)
 from adaserve.loadgen.run import commit, machine
 from adaserve.loadgen.serve_process import ServeProcess
-from adaserve.loadgen.settle import SETTLE_S, settle
+from adaserve.loadgen.settle import SETTLE_S, settle_first, warm
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, PROMPT_SETS_HELP
 from adaserve.scheduler import split_specs
-from adaserve.server.options import at_least, share, weight
+from adaserve.server.options import at_least, seconds, share, weight
 
 POLICIES = "adaserve,global-greedy,equal-greedy,specinfer,turbospec,incremental"
 EXPERIMENTS = ("rate", "urgent", "slo-scale", "domain-shift", "context-grid")
@@ -121,11 +119,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "the machine's speed during the sweep falls on every policy alike "
                         "(a shared VM's speed can move 40%% within an hour); default: policy "
                         "by policy")
-    p.add_argument("--settle-s", type=_seconds, default=SETTLE_S,
-                   help="seconds of a fixed matmul on every thread before the first server "
-                        "starts, its rate recorded on the page: a VM that sat idle runs its "
-                        "first minute slower, and the sweep's first server paid for it "
-                        "(loadgen/settle.py); 0: none. Simulated sweeps never settle")
+    p.add_argument("--settle-s", type=seconds, default=SETTLE_S,
+                   help="seconds of a fixed matmul on every thread before the first server, "
+                        "its rate on the page (loadgen/settle.py); 0: none")
     p.add_argument("--extend", action="store_true",
                    help="add to the sweep already in --out: runs (policy, point, seed) it has "
                         "are kept, not re-run; the experiment's settings must be the same, and "
@@ -189,16 +185,6 @@ def start_server(policy: str, urgent_scale: float, extra: str, log: Path,
     return ServeProcess(flags, log)
 
 
-def warm(server: ServeProcess) -> None:
-    """A few requests so first-use costs (allocations, the latency calibration) are not
-    charged to the first load point."""
-    with httpx.Client(base_url=server.url, timeout=300) as c:
-        for i in range(3):
-            c.post("/v1/chat/completions", json={
-                "messages": [{"role": "user", "content": f"Warm-up {i}: say hi."}],
-                "max_tokens": 16})
-
-
 def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path) -> dict:
     # a paper trace: its rows at the point's mean rate, relative SLOs on the server's baseline
     arrival = (["--arrival", "paper", "--trace", str(args.trace), "--baseline-ms",
@@ -229,17 +215,6 @@ def _fresh(path: Path) -> Path:
     while fresh.exists():
         fresh, n = path.with_name(f"{path.stem}~{n}.log"), n + 1
     return fresh
-
-
-def _seconds(value: str) -> float:
-    """An argparse type: seconds, a finite number >= 0."""
-    try:
-        v = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {value!r}") from None
-    if not (math.isfinite(v) and v >= 0):
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {value!r}")
-    return v
 
 
 def main(args: argparse.Namespace) -> int:
@@ -289,11 +264,8 @@ def main(args: argparse.Namespace) -> int:
                                   if (policy, point.label, args.seed + rep) not in have]
     baseline = args.baseline_ms
     t_start = time.time()
-    # before the first server: a sweep with nothing left to run, or simulated, needs none
-    settled = (settle(args.settle_s) if sim is None and args.settle_s > 0
-               and any(todo(p, pt) for p in policies for pt in pts) else None)
-    if settled is not None:
-        print(f"[bench] {settled.note()}", flush=True)
+    settled = settle_first(0 if sim is not None else args.settle_s,
+                           any(todo(p, pt) for p in policies for pt in pts))
 
     def save() -> dict:
         """summary.json after every run, so a stopped sweep resumes with --extend."""
@@ -307,10 +279,7 @@ def main(args: argparse.Namespace) -> int:
             meta = {**meta, **{k: prior[k] for k in this},
                     "repeats": max(args.repeats, prior.get("repeats", 1)),
                     "extensions": [*prior.get("extensions", []), this]}
-        # the sweep's notes kept; an extension's settling listed after them
-        notes = [*prior.get("notes", []), *([settled.note()] if settled is not None else [])]
-        if notes:
-            meta["notes"] = notes
+        meta["notes"] = [*prior.get("notes", []), *([settled.note()] if settled else [])]
         runs = ordered(runs, policies, [p.label for p in pts])
         (out / "summary.json").write_text(json.dumps({**meta, "runs": runs}, indent=2))
         return meta

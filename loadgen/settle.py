@@ -1,4 +1,5 @@
-"""Settling the machine before a sweep's first server.
+"""Before a sweep measures: the machine settled before its first server, and each server
+warmed (``warm``).
 
 On the 2-core Intel VM of 2026-11-28 the first server of a sweep ran slower than the ones
 after it: its prefill steps of 32-47 prompt tokens took a median 229-259 ms against 178-208
@@ -12,13 +13,17 @@ for it, and with the policies listed in one order that was always the same polic
 So before the first server starts, the bench keeps both cores busy with the same matmul
 for ``SETTLE_S`` seconds and records its rate window by window, so the page shows whether
 the machine had settled (the last windows level) or not. It touches no server: every
-server starts from the same state, and only the machine is warmed.
+server starts from the same state, and only the machine is warmed. It is a minute's
+insurance, not a proven cure: on the first sweep that settled (results/test-served-intel-
+settled, seeds 146-147) the first server still had the lowest attainment at 1.5 req/s.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+
+import httpx
 
 SETTLE_S = 60.0  # a minute: the ramp above levelled within it
 WINDOW_S = 5.0  # the rate is read per window, so one slow second shows as a dip, not noise
@@ -62,3 +67,23 @@ def settle(seconds: float = SETTLE_S, window_s: float = WINDOW_S) -> Settled:
                 n += 10
             rates.append(n / elapsed)
     return Settled(seconds, tuple(rates))
+
+
+def settle_first(seconds: float, runs_left: bool) -> Settled | None:
+    """Before a sweep's first server: settle for ``seconds`` and print the note; None (no
+    settling) where it asks none (a simulated sweep asks none) or has no run left to make."""
+    if seconds <= 0 or not runs_left:
+        return None
+    settled = settle(seconds)
+    print(f"[bench] {settled.note()}", flush=True)
+    return settled
+
+
+def warm(server) -> None:
+    """A few requests to a started server (a ServeProcess) so first-use costs
+    (allocations, the latency calibration) are not charged to the first load point."""
+    with httpx.Client(base_url=server.url, timeout=300) as c:
+        for i in range(3):
+            c.post("/v1/chat/completions", json={
+                "messages": [{"role": "user", "content": f"Warm-up {i}: say hi."}],
+                "max_tokens": 16})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from adaserve.server.slo_classes import DEFAULT_CLASS, DEFAULT_CLASSES
@@ -105,6 +106,11 @@ def _number(value: str, ok, expected: str) -> float:
 def share(value: str) -> float:
     """A fraction in [0, 1): the replay share of an online draft update."""
     return _number(value, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
+
+
+def seconds(value: str) -> float:
+    """Seconds, finite and >= 0: how long a sweep settles the machine (adaserve bench)."""
+    return _number(value, lambda v: math.isfinite(v) and v >= 0, "seconds >= 0")
 
 
 def weight(value: str) -> float:

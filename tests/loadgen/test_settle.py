@@ -22,3 +22,15 @@ def test_the_note_gives_the_first_and_last_windows_and_their_ratio():
     assert "1400 a second in the first 5-s window, 1750 in the last (1.25x)" in note
     assert note.endswith("windows: 1400, 1600, 1750")
     assert "no window completed" in Settled(0.0, ()).note()
+
+
+def test_the_flag_takes_seconds_and_refuses_the_rest():
+    import argparse
+
+    import pytest
+
+    from adaserve.server.options import seconds
+    assert seconds("0") == 0.0 and seconds("12.5") == 12.5
+    for bad in ("-1", "nan", "inf", "a minute"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            seconds(bad)
