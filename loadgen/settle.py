@@ -1,21 +1,21 @@
 """Before a sweep measures: the machine settled before its first server, and each server
 warmed (``warm``).
 
-On the 2-core Intel VM of 2026-11-28 the first server of a sweep ran slower than the ones
-after it: its prefill steps of 32-47 prompt tokens took a median 229-259 ms against 178-208
-ms for the next servers in three of four sweeps, it fell behind (7-9 requests running on
-average against 4-6), and it had the sweep's lowest attainment (26-31% end to end at 1.5
-req/s against 37-64% for the same policy on the next seeds). A fixed matmul timed in 5-s
-windows after 2.5 minutes idle ran 1,340-1,540 a second for its first 25 s and about 1,750
-after a minute (docs/loadgen.md, "A machine that sat idle"). Whatever the host does to a VM that sat idle, the sweep's first server paid
-for it, and with the policies listed in one order that was always the same policy.
+On the 2-core Intel VM of 2026-11-28 the first server of three sweeps in four ran slower
+than the ones after it: prefill steps of 32-47 prompt tokens in a median 229-259 ms
+against 178-208 ms, 8.4-9.4 requests running on average against 4-6, and 26-30% end to
+end at 1.5 req/s against 41-61% for the same policy on the sweep's later seeds. A fixed
+matmul timed in 5-s windows after 2.5 minutes idle ran 1,340-1,540 a second for its first
+25 s and about 1,750 after a minute (docs/loadgen.md, "A machine that sat idle"). With the
+policies listed in one order, the same policy paid for it every time.
 
 So before the first server starts, the bench keeps both cores busy with the same matmul
 for ``SETTLE_S`` seconds and records its rate window by window, so the page shows whether
 the machine had settled (the last windows level) or not. It touches no server: every
 server starts from the same state, and only the machine is warmed. It is a minute's
 insurance, not a proven cure: on the first sweep that settled (results/test-served-intel-
-settled, seeds 146-147) the first server still had the lowest attainment at 1.5 req/s.
+settled, seeds 146-147) the first server still had the lowest attainment on its seed at 1.5
+req/s, and a slow server also came mid-sweep (docs/loadgen.md).
 """
 
 from __future__ import annotations
