@@ -266,8 +266,9 @@ def test_a_sweep_settles_the_machine_once_before_its_first_server_and_says_so(
     assert settled == [30.0, 60.0]
     assert len(json.loads((tmp_path / "summary.json").read_text())["notes"]) == 2
     # nothing left to run, none asked for, or simulated: no settling
-    bench.main(_args(tmp_path, scales="1.0", repeats=2, extend=True))
-    bench.main(_args(tmp_path / "none", scales="1.0", settle_s=0))
-    bench.main(_args(tmp_path / "sim", scales="1.0", backend="sim"))
+    # (each sweep runs to its end: none of them stops before the settling would come)
+    assert bench.main(_args(tmp_path, scales="1.0", repeats=2, extend=True)) == 0
+    assert bench.main(_args(tmp_path / "none", scales="1.0", settle_s=0)) == 0
+    assert bench.main(_args(tmp_path / "sim", scales="1.0", backend="sim")) == 0
     assert settled == [30.0, 60.0]
     assert json.loads((tmp_path / "none" / "summary.json").read_text())["notes"] == []
