@@ -34,7 +34,7 @@ import numpy as np
 from benchmarks.shared.common import RESULTS
 from benchmarks.fleet.runs import FleetTask, adopt, rekey, results
 from benchmarks.fleet.sim_page import TRACE, TUNE_TRACE, TUNED, render
-from benchmarks.paper.kit import BEFORE, KIT, LLAMA
+from benchmarks.paper.kit import KIT, LLAMA
 
 OUT = RESULTS / "sim"
 # The kit ships these Fig. 8 traces twice under two names, byte for byte (fig8.md):
@@ -90,10 +90,9 @@ def main() -> int:
     ap.add_argument("--routers", default="round-robin,least-load,slo-aware,slo-spill,picker")
     ap.add_argument("--top-routers", default="random,power-of-two,class-split,class-affinity",
                     help="routers run only at the two highest rates run")
-    # the replicas run the preset as it stood before prefill=yield and admit=deadline joined
-    # it (issue 38): the page's question is the router, and its 199 runs under today's
-    # preset are ~10 CPU-hours not yet spent (docs/fleet.md)
-    ap.add_argument("--policy", default=BEFORE)
+    # the replicas run today's preset; the page of 2026-11-27 ran the one before
+    # prefill=yield and admit=deadline joined it (benchmarks.paper.kit.BEFORE, docs/fleet.md)
+    ap.add_argument("--policy", default="adaserve")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs not kept yet run on this many processes")
