@@ -110,7 +110,10 @@ def predict(ask: Ask, report: ReplicaReport, cfg: PickerConfig) -> Prediction:
     if ask.tpot_slo_ms is not None:
         tpot = ask.tpot_slo_ms * over
         margins.append(cfg.capacity / demand)
-        if recent is not None and recent.tpot_ms is not None:
+        # a median TPOT of 0 (the class's recent outputs came whole in the step after
+        # their first token, as a simulated fleet's N = 4 runs at Fig. 8's rates had
+        # them) gives no pace to weigh: the load's prediction stands alone
+        if recent is not None and recent.tpot_ms:
             tpot = max(tpot, recent.tpot_ms)
             margins.append(ask.tpot_slo_ms / recent.tpot_ms)
     if ask.ttft_slo_ms is not None:

@@ -57,6 +57,17 @@ def test_a_replica_that_just_missed_the_class_is_predicted_to_miss_again():
     assert got.predictions[0].tpot_ms == 90.0 and got.predictions[0].margin < 1
 
 
+def test_a_recent_tpot_of_zero_leaves_the_load_to_predict():
+    # replica 0's recent urgent outputs came whole in one step (median TPOT 0 ms): no
+    # pace to read, so its prediction is the load's, and it still loses to the emptier one
+    a = report(("urgent", 60.0, 0, 2), recent=[Recent("urgent", 5, 0.0, 50.0)])
+    b = report(("urgent", 60.0, 0, 1))
+    p0 = predict(URGENT, a, CFG)
+    # demand 3 x 80 / 60 = 4, the capacity: the SLO itself, margin 1
+    assert p0.tpot_ms == pytest.approx(60.0) and p0.margin == pytest.approx(1.0)
+    assert pick(URGENT, [a, b], 10.0, CFG).replica == 1
+
+
 def test_best_effort_takes_the_most_spare_capacity():
     # best effort is served last: every request counts at its weight. Replica 0: two
     # relaxed (0.4); replica 1: five best effort (0.5)
