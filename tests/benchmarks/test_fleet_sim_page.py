@@ -27,9 +27,8 @@ def test_the_capacity_is_read_on_both_readings():
     grid |= {(2, "slo-aware", x): _run(95.0, e - 1) for x, e in zip(RATES, e2e_two)}
     args = argparse.Namespace(policy="adaserve", seeds="0", overloads="1.2")
     tunings = {r: (1.0, [(1.0, 90.0)]) for r in ("slo-spill", "class-affinity", "picker")}
-    page, data = render(args, [1, 2], RATES, ["round-robin", "slo-aware"], [],
-                        RATES[-1:], grid,
-                        tunings, 1.0)
+    page, data = render(args, [1, 2], RATES, ["round-robin", "slo-aware"], [], RATES[-1:],
+                        grid, tunings, 1.0)
     one = crossing([3.0, 4.0, 5.0], e2e_one)
     two = crossing([3.0, 4.0, 5.0], e2e_two)
     assert one == pytest.approx(4.5) and two == pytest.approx(4.6)
