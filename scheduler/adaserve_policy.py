@@ -112,6 +112,10 @@ class AdaServePolicy(BudgetedPolicy):
         return self.options.refuse
 
     @property
+    def refuses_tpot(self) -> bool:
+        return self.options.refuse_tpot
+
+    @property
     def caps_batch(self) -> bool:
         return self.options.cap
 

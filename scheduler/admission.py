@@ -14,6 +14,16 @@ its client can go elsewhere or come back, and the queue does not grow with work 
 would be late anyway and make later requests late too. A refusal counts as a miss in every
 reading of attainment.
 
+With ``refuse_tpot`` on, a request with a TPOT SLO shorter than the time a token takes the
+requests decoding now (``tpot_refusal``: the recent iterations' seconds over the tokens
+each gave a request) is refused at the door the same way, 503 with Retry-After (the mean
+gap between recent finishes: the batch is one smaller after the next). Admitted, it would
+share that pace and miss, and its prompt and its tokens would lengthen the others' steps
+besides. Where one class's SLO is at the machine's one-request step (the served CPU's
+urgent class: 44.9 ms against 45-65 ms steps with a handful running), admitting it under
+load buys nobody an SLO and makes the next class miss too. A refusal counts as a miss in
+every reading, as the TTFT door's does; the door reads only what the server measured.
+
 With ``cap`` on, a waiting request is admitted only while the decode step predicted with
 it (the engine's latency model, the batch's contexts and its prompt) stays within the
 tightest TPOT SLO among the requests held and it (``past_step_cap``). Where a decode step
@@ -94,18 +104,24 @@ def predicted_ttft(ahead: int, free_slots: int, queued_tokens: int, prompt_token
 
 
 class FlowMeter:
-    """The recent past the door's prediction reads: the gaps between the last ``window``
-    finishes and the last ``window`` iterations' durations (means)."""
+    """The recent past the doors' predictions read: the gaps between the last ``window``
+    finishes, and the last ``window`` decoding iterations' durations and the tokens each
+    gave a request on average."""
 
     def __init__(self, window: int = 32) -> None:
+        self.window = window
         self._finishes: deque[float] = deque(maxlen=window)
         self._iterations: deque[float] = deque(maxlen=window)
+        self._per_request: deque[float] = deque(maxlen=window)  # tokens a request got
 
     def finished(self, t: float) -> None:
         self._finishes.append(t)
 
-    def iteration(self, seconds: float) -> None:
+    def iteration(self, seconds: float, decoding: int = 0, emitted: int = 0) -> None:
+        """An iteration of ``seconds`` in which ``decoding`` requests got ``emitted``
+        tokens between them."""
         self._iterations.append(seconds)
+        self._per_request.append(emitted / decoding if decoding else 0.0)
 
     @property
     def departure_s(self) -> float | None:
@@ -117,6 +133,17 @@ class FlowMeter:
     def iteration_s(self) -> float | None:
         it = self._iterations
         return sum(it) / len(it) if it else None
+
+    @property
+    def token_s(self) -> float | None:
+        """Seconds a token took a decoding request over the last ``window`` iterations (a
+        request got on average emitted / decoding tokens an iteration, prefilling ones
+        included, since their length is the decoders' too); None until the window is full,
+        so nobody is refused on the first few iterations' say."""
+        got = sum(self._per_request)
+        if len(self._iterations) < self.window or got <= 0:
+            return None
+        return sum(self._iterations) / got
 
 
 def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: np.ndarray,
@@ -140,6 +167,24 @@ def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: 
     t = predicted_ttft(int(ahead.sum()), free_slots, queued, prompt_tokens, prefill_chunk,
                        flow.departure_s, flow.iteration_s)
     return None if t is None or t <= ttft_slo_s else t - ttft_slo_s
+
+
+def tpot_refusal(tpot_slo_s: float | None, flow: FlowMeter) -> float | None:
+    """The seconds a token takes the server's decoding requests now (``flow.token_s``)
+    where that is longer than a request's TPOT SLO (``tpot_slo_s``; None: best effort,
+    never refused), else None; also None until the meter has seen enough. Option
+    ``refuse_tpot`` (module docstring): the request arrives into the batch whose pace it
+    would share, and its own tokens only lengthen that batch's steps."""
+    token_s = flow.token_s
+    if tpot_slo_s is None or token_s is None or token_s <= tpot_slo_s:
+        return None
+    return token_s
+
+
+def tpot_reason(token_s: float, tpot_slo_s: float) -> str:
+    """Why a request was refused by the TPOT door (``tpot_refusal``'s answer)."""
+    return (f"its TPOT SLO of {tpot_slo_s * 1e3:.1f} ms is shorter than the "
+            f"{token_s * 1e3:.1f} ms a token the server's running requests get now")
 
 
 def late_reason(late_s: float, ttft_slo_s: float) -> str:

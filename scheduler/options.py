@@ -14,6 +14,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``budget`` | ``profile``/``goodput``/``kept`` | verify the profile's B every iteration, or, with the cost-aware planning, the count among B and n x (d + 1) predicted to give the most tokens per second (``budget.goodput_budget``); ``kept``: the same, counting only the tokens pacing lets each request keep |
 | ``lost`` | ``serve``/``roots`` | what becomes of a request triage gave up: it still competes for the throughput phase's nodes (the authors' way), or it verifies its root alone and counts in no choice of depth, so its tokens stop lengthening everyone's iteration; acts where planning is cost-aware |
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
+| ``refuse_tpot`` | ``on``/``off`` | a request whose TPOT SLO is shorter than the time a token takes the requests decoding now is refused, 503 with Retry-After (``admission.tpot_refusal``); a refusal counts as a miss |
 | ``gate`` | ``on``/``off`` | the planned draft runs only if it keeps more requests at pace than the plain step does (``gate.drafting_pays``), else the iteration drafts nothing; acts where planning is cost-aware |
 | ``prefill`` | ``chunk``/``yield`` | the engine prefills a chunk every iteration beside the decodes, or the chunk waits where a step with it would push more decoding requests off their SLO (that a plain step keeps on it) than waiting pushes prompts past their TTFT SLO (``prefill_yield.chunk_waits``) |
 | ``cap`` | ``on``/``off`` | the engine admits no request whose joining would make the predicted decode step longer than the tightest TPOT SLO among the requests it holds and the one it admits (``admission.past_step_cap``); off: it admits while it has slots |
@@ -37,7 +38,7 @@ BUDGETS = ("profile", "goodput", "kept")
 LOSTS = ("serve", "roots")
 PREFILLS = ("chunk", "yield")
 # the options that are on or off
-SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate", "cap")
+SWITCHES = ("triage", "floor", "calibrate", "refuse", "refuse_tpot", "gate", "cap")
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
 
@@ -53,6 +54,7 @@ class AdaServeOptions:
     calibrate: bool = False
     admit: Literal["fifo", "deadline"] = "fifo"
     refuse: bool = False
+    refuse_tpot: bool = False
     budget: Literal["profile", "goodput", "kept"] = "profile"
     lost: Literal["serve", "roots"] = "serve"
     gate: bool = False
@@ -98,7 +100,7 @@ class AdaServeOptions:
                 changes[key] = _ON[value]
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
-                                 f"depth, floor, calibrate, admit, refuse, budget, lost, "
+                                 f"depth, floor, calibrate, admit, refuse, refuse_tpot, budget, lost, "
                                  f"gate, prefill, cap")
         return dataclasses.replace(self, **changes)
 
@@ -108,7 +110,8 @@ class AdaServeOptions:
         pace = "off" if self.pace is None else f"{self.pace:g}"
         return (f"pace={pace},triage={on[self.triage]},depth={self.depth},"
                 f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}"
-                f",refuse={on[self.refuse]},budget={self.budget},lost={self.lost}"
+                f",refuse={on[self.refuse]},refuse_tpot={on[self.refuse_tpot]}"
+                f",budget={self.budget},lost={self.lost}"
                 f",gate={on[self.gate]},prefill={self.prefill},cap={on[self.cap]}")
 
 

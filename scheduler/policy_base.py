@@ -58,6 +58,13 @@ class Policy(ABC):
         return False
 
     @property
+    def refuses_tpot(self) -> bool:
+        """Whether the engine refuses an arriving request whose TPOT SLO is shorter than the
+        time a token takes its decoding requests now (admission.tpot_refusal); no policy
+        does unless its options say so."""
+        return False
+
+    @property
     def caps_batch(self) -> bool:
         """Whether the engine holds a waiting request back while admitting it would make
         the predicted decode step longer than the tightest TPOT SLO it serves

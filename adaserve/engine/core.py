@@ -29,7 +29,7 @@ from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, SchedulerConfig, make_policy)
 from adaserve.scheduler.admission import (FlowMeter, deadline_order, late_reason, past_step_cap,
-                                          refusal, ttft_slo_s)
+                                          refusal, tpot_reason, tpot_refusal, ttft_slo_s)
 from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 
 
@@ -122,7 +122,8 @@ class EngineCore:
               refuse: bool = True, slo: SLO | None = None) -> None:
         """Raise ValueError / QueueFull for a request this engine would refuse; with
         ``refuse`` and a policy that refuses, QueueFull too for one predicted to miss its
-        TTFT SLO (``slo.ttft_s``, else the default: scheduler/admission.py)."""
+        TTFT SLO (``slo.ttft_s``, else the default: scheduler/admission.py), or whose TPOT
+        SLO is shorter than the pace its decoding requests get now (``refuse_tpot``)."""
         if not isinstance(params, SamplingParams):
             raise ValueError("params must be a SamplingParams")
         if not prompt_ids:
@@ -146,6 +147,13 @@ class EngineCore:
                            self.cfg.prefill_chunk, self.flow, own, _ttft_slos(queue))
             if late is not None:
                 raise QueueFull(late_reason(late, own), retry_after_s=late)
+        if refuse and self.policy.refuses_tpot:
+            tpot_s = (slo or self.default_slo).tpot_s
+            token_s = tpot_refusal(tpot_s, self.flow)
+            if token_s is not None:
+                # retry once the next request has left: the batch is one smaller then
+                raise QueueFull(tpot_reason(token_s, tpot_s),
+                                retry_after_s=self.flow.departure_s or 1.0)
 
     def fail_all(self, error: str) -> list[Output]:
         """End every request with finish_reason "error" and free all cache (after a failed
@@ -232,7 +240,7 @@ class EngineCore:
         for r in done:
             self._free(r)
         seconds = self.clock() - t0
-        self.flow.iteration(seconds)
+        self.flow.iteration(seconds, len(reqs), emitted)
         self.step_times.observe(seconds, prefilled)
         ctx, verified = int(view.context_tokens.sum()), int(res.verified.sum())
         self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds,

@@ -1,0 +1,66 @@
+"""The TPOT door (scheduler/admission.py, option refuse_tpot): a request whose TPOT SLO is
+shorter than the time a token takes the server's decoding requests now is refused on
+arrival, 503 with Retry-After, and counts as a miss."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaserve.scheduler.admission import FlowMeter, tpot_reason, tpot_refusal
+
+
+def _meter(seconds: float, decoding: int, emitted: int, n: int = 32) -> FlowMeter:
+    flow = FlowMeter()
+    for _ in range(n):
+        flow.iteration(seconds, decoding, emitted)
+    return flow
+
+
+def test_the_meter_gives_the_seconds_a_token_took_a_decoding_request():
+    # four requests, one token each an iteration of 0.1 s: 0.1 s a token
+    assert _meter(0.1, 4, 4).token_s == pytest.approx(0.1)
+    # two tokens each (speculation accepted one): half that
+    assert _meter(0.1, 4, 8).token_s == pytest.approx(0.05)
+    # one iteration of the window gave nobody a token (a failed draft cannot, but a
+    # prefilling step beside no decoder is not metered): the time still counts
+    flow = _meter(0.1, 4, 4, n=31)
+    flow.iteration(0.2, 4, 0)
+    assert flow.token_s == pytest.approx((31 * 0.1 + 0.2) / 31)
+
+
+def test_the_meter_says_nothing_until_its_window_is_full():
+    assert _meter(0.1, 4, 4, n=31).token_s is None
+    assert FlowMeter().token_s is None
+
+
+def test_the_door_refuses_only_an_slo_shorter_than_the_pace():
+    flow = _meter(0.06, 8, 8)
+    assert tpot_refusal(0.0449, flow) == pytest.approx(0.06)
+    assert tpot_refusal(0.1078, flow) is None
+    assert tpot_refusal(None, flow) is None  # best effort: no pace to miss
+    assert tpot_refusal(0.0449, FlowMeter()) is None  # nothing measured: nobody refused
+    assert "44.9 ms" in tpot_reason(0.06, 0.0449) and "60.0 ms" in tpot_reason(0.06, 0.0449)
+
+
+def test_the_engine_refuses_a_tight_slo_under_load_and_a_refusal_is_a_miss():
+    """Eight relaxed requests decode long outputs; once the meter has seen its window, four
+    requests with an SLO shorter than any step arrive, then one best-effort request. With
+    the door on the four are refused at arrival, each a miss in every reading, and the
+    relaxed and best-effort ones are served; with it off all are served."""
+    from adaserve.sim import SimRequest
+    from adaserve.sim.run import run
+    from adaserve.sim.setups import Deployment
+
+    reqs = ([SimRequest(i, 0.01 * i, "relaxed", 2000.0, 100, 400) for i in range(8)]
+            + [SimRequest(8 + i, 5.0 + 0.1 * i, "tight", 1.0, 100, 64) for i in range(4)]
+            + [SimRequest(12, 5.5, "best", None, 100, 64)])
+    out = {}
+    for door in ("on", "off"):
+        setup = Deployment.load("paper-llama3.1-70b").setup(f"adaserve:refuse_tpot={door}")
+        out[door] = {r.index: r for r in run(setup, reqs).records}
+    on, off = out["on"], out["off"]
+    assert [i for i, r in on.items() if r.status == "rejected"] == [8, 9, 10, 11]
+    assert all(on[i].attained is False and on[i].attained_paper is False
+               and on[i].attained_with_ttft(5000.0) is False for i in (8, 9, 10, 11))
+    assert all(on[i].status == "ok" for i in (*range(8), 12))
+    assert all(r.status == "ok" for r in off.values())
