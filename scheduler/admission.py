@@ -181,10 +181,18 @@ def tpot_refusal(tpot_slo_s: float | None, flow: FlowMeter) -> float | None:
     return token_s
 
 
-def tpot_reason(token_s: float, tpot_slo_s: float) -> str:
-    """Why a request was refused by the TPOT door (``tpot_refusal``'s answer)."""
-    return (f"its TPOT SLO of {tpot_slo_s * 1e3:.1f} ms is shorter than the "
-            f"{token_s * 1e3:.1f} ms a token the server's running requests get now")
+def tpot_retry_s(flow: FlowMeter) -> float:
+    """The wait a TPOT refusal names: the mean gap between recent finishes (the batch is one
+    smaller after the next), 1 s before two finishes."""
+    return flow.departure_s or 1.0
+
+
+def tpot_reason(token_s: float, tpot_slo_s: float, retry_s: float) -> str:
+    """Why a request was refused by the TPOT door (``tpot_refusal``'s answer), with the
+    wait it names (``tpot_retry_s``), which ``late_of`` reads back."""
+    return (f"its TPOT SLO of {tpot_slo_s * 1e3:g} ms is shorter than the "
+            f"{token_s * 1e3:.1f} ms a token the server's running requests get now; retry "
+            f"after {retry_s:.1f} s")
 
 
 def late_reason(late_s: float, ttft_slo_s: float) -> str:
@@ -195,13 +203,15 @@ def late_reason(late_s: float, ttft_slo_s: float) -> str:
 
 
 _LATE = re.compile(r"its first token is predicted (\d+(?:\.\d+)?) s past the TTFT SLO")
+_RETRY = re.compile(r"a token the server's running requests get now; retry after "
+                    r"(\d+(?:\.\d+)?) s")
 
 
 def late_of(message: str) -> float | None:
-    """The seconds past its TTFT SLO a refusal's message (``late_reason``) says, else None:
-    SGLang's scheduler can send its HTTP process only the message, so the Retry-After is
-    read back from it there."""
-    m = _LATE.search(message)
+    """The seconds a refusal's message says to wait: past its TTFT SLO (``late_reason``) or
+    the TPOT door's wait (``tpot_reason``), else None. SGLang's scheduler can send its HTTP
+    process only the message, so the Retry-After is read back from it there."""
+    m = _LATE.search(message) or _RETRY.search(message)
     return None if m is None else float(m.group(1))
 
 

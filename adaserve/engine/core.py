@@ -29,17 +29,22 @@ from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, SchedulerConfig, make_policy)
 from adaserve.scheduler.admission import (FlowMeter, deadline_order, late_reason, past_step_cap,
-                                          refusal, tpot_reason, tpot_refusal, ttft_slo_s)
+                                          refusal, tpot_reason, tpot_refusal, tpot_retry_s,
+                                          ttft_slo_s)
 from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 
 
 class QueueFull(RuntimeError):
     """The waiting queue is at max_waiting, or (a policy that refuses) the request is
-    predicted to miss its TTFT SLO; retry later, after ``retry_after_s`` when it is known."""
+    predicted to miss its TTFT SLO, or its TPOT SLO is shorter than the pace the running
+    requests get; retry later, after ``retry_after_s`` when it is known. ``reason`` names
+    which (the server's rejected-requests metric counts by it)."""
 
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+    def __init__(self, message: str, retry_after_s: float | None = None,
+                 reason: str = "queue_full") -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,14 +151,14 @@ class EngineCore:
                            self.free_slots, self.policy.admission, len(prompt_ids),
                            self.cfg.prefill_chunk, self.flow, own, _ttft_slos(queue))
             if late is not None:
-                raise QueueFull(late_reason(late, own), retry_after_s=late)
+                raise QueueFull(late_reason(late, own), retry_after_s=late, reason="ttft")
         if refuse and self.policy.refuses_tpot:
             tpot_s = (slo or self.default_slo).tpot_s
             token_s = tpot_refusal(tpot_s, self.flow)
             if token_s is not None:
-                # retry once the next request has left: the batch is one smaller then
-                raise QueueFull(tpot_reason(token_s, tpot_s),
-                                retry_after_s=self.flow.departure_s or 1.0)
+                retry = tpot_retry_s(self.flow)
+                raise QueueFull(tpot_reason(token_s, tpot_s, retry), retry_after_s=retry,
+                                reason="tpot")
 
     def fail_all(self, error: str) -> list[Output]:
         """End every request with finish_reason "error" and free all cache (after a failed

@@ -90,10 +90,11 @@ def admit(srv: Server, ids: list[int], params: SamplingParams, slo_class: str, s
     try:
         rid = srv.engine.submit(ids, params, slo=slo, request_id=rid, on_output=deliver)
     except QueueFull as e:
-        # refused at the door for its TTFT (a policy with refuse on) or a full queue
-        ttft = e.retry_after_s is not None
-        srv.metrics.rejected.labels("ttft" if ttft else "queue_full").inc()
-        retry = retry_after_s(e.retry_after_s) if ttft else max(1, srv.settings.retry_after_s)
+        # refused at the door for its TTFT or TPOT (a policy with refuse or refuse_tpot
+        # on), or a full queue
+        srv.metrics.rejected.labels(e.reason).inc()
+        retry = (retry_after_s(e.retry_after_s) if e.retry_after_s is not None
+                 else max(1, srv.settings.retry_after_s))
         raise APIError(503, at_capacity(str(e)), headers={"Retry-After": str(retry)}) from None
     except ValueError as e:
         srv.metrics.rejected.labels("invalid").inc()

@@ -1,7 +1,10 @@
 """The policy's ``refuse=on`` inside SGLang: a request predicted on arrival to get its
 first token past its TTFT SLO is refused at the door, 503 with Retry-After, as the
 embedded server refuses it (``adaserve.scheduler.admission.refusal``: the same function
-on the same inputs).
+on the same inputs). And its ``refuse_tpot=on``: a request whose TPOT SLO is shorter than
+the time a token takes the running requests now (``admission.tpot_refusal``, over the
+pace rounds.py measures from the tokens SGLang's running requests gained each round) is
+refused the same way, its message naming the wait (``tpot_reason``).
 
 SGLang's scheduler, on receiving a request, asks ``Scheduler._abort_on_queued_limit``
 before it queues it (its own door: ``--max-queued-requests``, answered 503). The AROUND
@@ -23,7 +26,7 @@ The refusal is SGLang's own abort with status 503 (its tokenizer answers it as a
 error) and the message the embedded server answers (``late_reason``, ``at_capacity``);
 the HTTP process reads the Retry-After back from the message (error_shape.py), and with
 ``--enable-metrics`` it is counted as the embedded server counts it,
-``adaserve_rejected_requests_total{reason="ttft"}``. A request
+``adaserve_rejected_requests_total{reason="ttft"}`` (``"tpot"`` for the TPOT door). A request
 SGLang already refused (its own checks set ``to_finish``) or retracted back to the queue
 is never judged again.
 """
@@ -36,16 +39,43 @@ from http import HTTPStatus
 
 import numpy as np
 
-from adaserve.scheduler.admission import late_reason, refusal
+from adaserve.scheduler.admission import (late_reason, refusal, tpot_reason, tpot_refusal,
+                                          tpot_retry_s)
 from adaserve.server.errors import at_capacity
 from adaserve.sglang.admission import admission, served_options, ttft_slos
 from adaserve.sglang.rounds import Rounds, rounds_of
 
 
 def refuses() -> bool:
-    """Whether ADASERVE_POLICY refuses at the door (``refuse=on``)."""
+    """Whether ADASERVE_POLICY refuses at the door (``refuse=on`` or ``refuse_tpot=on``)."""
     options = served_options()
-    return options is not None and options.refuse
+    return options is not None and (options.refuse or options.refuse_tpot)
+
+
+def tpot_slo_s(req) -> float | None:
+    """A request's TPOT SLO in seconds, as the HTTP hooks resolved it into its
+    ``custom_params`` (its own or its class's); None: best effort."""
+    params = getattr(req.sampling_params, "custom_params", None) or {}
+    ms = params.get("tpot_slo_ms")
+    return None if ms is None else float(ms) / 1e3
+
+
+def refusal_reason(scheduler, req, rounds: Rounds, now: float) -> tuple[str, str] | None:
+    """(message, metric reason) where ADASERVE_POLICY's doors refuse ``req`` now: the TTFT
+    door first (``refuse=on``), then the TPOT door (``refuse_tpot=on``); else None."""
+    options = served_options()
+    if options is None:
+        return None
+    if options.refuse:
+        verdict = predicted_late(scheduler, req, rounds, now)
+        if verdict is not None:
+            return late_reason(*verdict), "ttft"
+    if options.refuse_tpot:
+        tpot = tpot_slo_s(req)
+        token_s = tpot_refusal(tpot, rounds.flow)
+        if token_s is not None:
+            return tpot_reason(token_s, tpot, tpot_retry_s(rounds.flow)), "tpot"
+    return None
 
 
 def predicted_late(scheduler, req, rounds: Rounds, now: float) -> tuple[float, float] | None:
@@ -80,18 +110,18 @@ def abort_on_queued_limit_hook(original, self, recv_req) -> bool:
 
     if adaserve_draft_worker(self) is None:
         return False
-    verdict = predicted_late(self, recv_req, rounds_of(self), time.perf_counter())
+    verdict = refusal_reason(self, recv_req, rounds_of(self), time.perf_counter())
     if verdict is None:
         return False
     from sglang.srt.managers.scheduler import _make_abort_req
 
-    message = at_capacity(late_reason(*verdict))
+    message, reason = at_capacity(verdict[0]), verdict[1]
     self.send_abort_output(_make_abort_req(recv_req, finished_reason={
         "type": "abort", "status_code": HTTPStatus.SERVICE_UNAVAILABLE, "message": message}),
         recv_req)
     recv_req.time_stats.trace_ctx.abort(abort_info={"reason": message})
     if getattr(getattr(self, "metrics_reporter", None), "enable_metrics", False):
-        rejected().labels("ttft").inc()
+        rejected().labels(reason).inc()
     return True
 
 

@@ -6,9 +6,11 @@ its requests leave (``refusal.py`` reads both, as the embedded engine's door rea
 Every round of SGLang's loop asks ``Scheduler._should_defer_prefill`` once, so the AROUND
 hook there ticks this clock: a round is timed from one call to the next and filed by the
 kind of batch that ran (``last_batch``), an extend round also by the prompt tokens it
-prefilled. Where the policy refuses at the door (the only reader of departures) the hook
-also hands it the running requests, and a request seen running counts as a departure when
-it is seen finished. One ``Rounds`` lives on each scheduler (``rounds_of``).
+prefilled. Where the policy refuses at the door (the only reader of departures and of the
+running requests' pace) the hook also hands it the running requests: a request seen
+running counts as a departure when it is seen finished, and the tokens the requests seen
+running gained over a round give the pace a token takes them (``FlowMeter.token_s``, which
+``refuse_tpot`` reads). One ``Rounds`` lives on each scheduler (``rounds_of``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Rounds:
         self.began: float | None = None  # when the round now ending was scheduled
         self.deferred = 0  # prefill rounds the policy deferred
         self._running: dict[str, object] = {}  # rid -> Req seen running, not yet finished
+        self._lengths: dict[str, int] = {}  # rid -> its output tokens when last seen
 
     def defer(self, waiting: int) -> None:
         self.deferred += 1
@@ -87,18 +90,32 @@ class Rounds:
             if extend:
                 self.flow.extended(seconds, int(getattr(last_batch, "extend_num_tokens", 0)
                                                 or 0))
+            if self._running:  # the round's pace: an extend round gave the decoders none
+                self.flow.iteration(seconds, len(self._running), self._gained())
         self.began = now
         self._departures(now, running)
+
+    def _gained(self) -> int:
+        """Output tokens the requests seen running gained since they were last seen (those
+        that finished in the round too: their last tokens count)."""
+        gained = 0
+        for rid, r in self._running.items():
+            n = len(r.output_ids)
+            gained += max(0, n - self._lengths.get(rid, n))
+            self._lengths[rid] = n
+        return gained
 
     def _departures(self, now: float, running: Iterable) -> None:
         """Requests seen running that have finished (or been aborted) leave; one retracted
         to the waiting queue is not finished and is kept until it is."""
         for rid in [rid for rid, r in self._running.items() if r.finished()]:
             del self._running[rid]
+            self._lengths.pop(rid, None)
             self.flow.finished(now)
         for r in running:
-            if not r.finished():
-                self._running.setdefault(r.rid, r)
+            if not r.finished() and r.rid not in self._running:
+                self._running[r.rid] = r
+                self._lengths[r.rid] = len(r.output_ids)
 
 
 def rounds_of(scheduler) -> Rounds:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from adaserve.scheduler.admission import FlowMeter, tpot_reason, tpot_refusal
+from adaserve.scheduler.admission import (FlowMeter, late_of, retry_after_s, tpot_reason,
+                                          tpot_refusal, tpot_retry_s)
 
 
 def _meter(seconds: float, decoding: int, emitted: int, n: int = 32) -> FlowMeter:
@@ -39,7 +40,18 @@ def test_the_door_refuses_only_an_slo_shorter_than_the_pace():
     assert tpot_refusal(0.1078, flow) is None
     assert tpot_refusal(None, flow) is None  # best effort: no pace to miss
     assert tpot_refusal(0.0449, FlowMeter()) is None  # nothing measured: nobody refused
-    assert "44.9 ms" in tpot_reason(0.06, 0.0449) and "60.0 ms" in tpot_reason(0.06, 0.0449)
+    text = tpot_reason(0.06, 0.0449, 2.34)
+    assert "44.9 ms" in text and "60.0 ms" in text
+    # the wait it names is read back as a TTFT refusal's is (SGLang's HTTP process)
+    assert late_of(text) == pytest.approx(2.3) and retry_after_s(late_of(text)) == 3
+
+
+def test_the_wait_named_is_the_gap_between_finishes():
+    flow = FlowMeter()
+    assert tpot_retry_s(flow) == 1.0  # before two finishes
+    for t in (10.0, 12.0, 14.5):
+        flow.finished(t)
+    assert tpot_retry_s(flow) == pytest.approx(2.25)
 
 
 def test_the_engine_refuses_a_tight_slo_under_load_and_a_refusal_is_a_miss():

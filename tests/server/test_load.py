@@ -115,6 +115,52 @@ def test_a_policy_that_refuses_answers_503_for_a_predicted_late_first_token(mode
         stop()
 
 
+@pytest.mark.slow
+def test_a_policy_that_refuses_tpot_answers_503_for_an_slo_shorter_than_the_pace(models):
+    """adaserve:refuse_tpot=on. A best-effort request runs long enough to fill the door's
+    window of iterations; then a request asking for 0.001 ms a token (shorter than any
+    step of any machine) is refused at the door, 503 with Retry-After and the reason
+    counted, and one asking for an hour a token is served beside it."""
+    from live_server import start
+
+    srv, stop = start(models, policy="adaserve:refuse_tpot=on")
+    long = {"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": True}
+
+    async def main():
+        async with httpx.AsyncClient(base_url=srv.url, timeout=300) as c:
+            started = asyncio.Event()
+
+            async def stream() -> int:
+                n = 0
+                async with c.stream("POST", "/v1/completions",
+                                    json={**long, "stream": True}) as r:
+                    assert r.status_code == 200
+                    async for line in r.aiter_lines():
+                        n += line.startswith("data: {")
+                        if n >= 60:  # the window is 32 decoding iterations
+                            started.set()
+                return n
+
+            running = asyncio.create_task(stream())
+            await asyncio.wait_for(started.wait(), 240)
+            body = {"prompt": "Hello", "max_tokens": 8}
+            tight = await c.post("/v1/completions", json={**body, "slo": {"tpot_ms": 0.001}})
+            loose = await c.post("/v1/completions", json={**body, "slo": {"tpot_ms": 3600000}})
+            return tight, loose, await running
+
+    try:
+        tight, loose, first = asyncio.run(main())
+        assert first >= 60 and loose.status_code == 200
+        assert tight.status_code == 503 and int(tight.headers["Retry-After"]) >= 1
+        err = tight.json()["error"]
+        assert err["type"] == "server_overloaded" and "TPOT SLO of 0.001 ms" in err["message"]
+        with srv.client() as c:
+            assert 'adaserve_rejected_requests_total{reason="tpot"}' in c.get("/metrics").text
+        assert srv.pool_whole()
+    finally:
+        stop()
+
+
 def test_clients_killed_mid_stream_leak_nothing(live):
     rng = random.Random(0)
 

@@ -1,0 +1,92 @@
+"""The policy's refuse_tpot=on inside SGLang (adaserve/sglang/refusal.py, rounds.py): the
+pace a token takes SGLang's running requests, measured from the tokens they gained each
+round, and the door refusing a TPOT SLO shorter than it on SGLang's queue-limit seam."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+from adaserve.scheduler.admission import late_of, retry_after_s
+from adaserve.sglang import admission
+from adaserve.sglang import refusal as door
+from adaserve.sglang.rounds import Rounds
+from test_refusal import req, scheduler
+
+DECODE = SimpleNamespace(forward_mode=ForwardMode.DECODE)
+EXTEND = SimpleNamespace(forward_mode=ForwardMode.EXTEND, extend_num_tokens=40)
+
+
+@pytest.fixture(autouse=True)
+def env(slo_env, monkeypatch):
+    slo_env("100", "300")
+    monkeypatch.setenv("ADASERVE_POLICY", "adaserve:refuse_tpot=on")
+    admission.served_options.cache_clear()
+    yield
+    admission.served_options.cache_clear()
+
+
+def paced(rounds: int = 32, seconds: float = 0.06, tokens: int = 1) -> Rounds:
+    """Rounds that saw two requests decode ``rounds`` rounds of ``seconds``, each gaining
+    ``tokens`` a round."""
+    r = Rounds()
+    a, b = req("a"), req("b")
+    t = 0.0
+    r.tick(t, None, [a, b])
+    for _ in range(rounds):
+        a.output_ids.extend([7] * tokens)
+        b.output_ids.extend([7] * tokens)
+        t += seconds
+        r.tick(t, DECODE, [a, b])
+    return r
+
+
+def test_the_rounds_measure_the_pace_a_token_takes_the_running_requests():
+    assert paced(31).flow.token_s is None  # the window is 32 rounds
+    assert paced(32).flow.token_s == pytest.approx(0.06)
+    assert paced(32, tokens=2).flow.token_s == pytest.approx(0.03)  # speculation: 2 a round
+
+
+def test_an_extend_round_counts_in_the_pace_and_a_finished_requests_last_tokens_too():
+    r = paced(31)
+    a, b = r._running["a"], r._running["b"]
+    t = 31 * 0.06
+    r.tick(t + 0.3, EXTEND, [a, b])  # 0.3 s prefilling a prompt: the decoders got nothing
+    assert r.flow.token_s == pytest.approx((31 * 0.06 + 0.3) / 31)
+    a.output_ids.append(7)
+    a.finished_reason = object()  # its last token came in the round it finished
+    b.output_ids.append(7)
+    r.tick(t + 0.36, DECODE, [b])
+    assert r.flow.token_s == pytest.approx((30 * 0.06 + 0.3 + 0.06) / 31)
+
+
+def test_the_hook_refuses_an_slo_shorter_than_the_pace_with_sglangs_503(monkeypatch):
+    import sglang.srt.managers.scheduler as sglang_scheduler
+
+    monkeypatch.setattr(sglang_scheduler, "get_serving",
+                        lambda: SimpleNamespace(weight_version="default"))
+    rounds = paced()  # 60 ms a token
+    for t in (1.0, 3.0):
+        rounds.flow.finished(t)  # a departure every 2 s: the wait the refusal names
+    s, sent = scheduler(rounds=rounds)
+    assert not door.abort_on_queued_limit_hook(lambda self, r: False, s,
+                                               req("moderate", tpot_slo_ms=100.0))
+    assert not door.abort_on_queued_limit_hook(lambda self, r: False, s, req("best-effort"))
+    tight = req("urgent", tpot_slo_ms=45.0)
+    assert door.abort_on_queued_limit_hook(lambda self, r: False, s, tight)
+    (abort, r), = sent
+    assert r is tight and abort.finished_reason["status_code"] == 503
+    message = abort.finished_reason["message"]
+    assert "TPOT SLO of 45 ms" in message and "60.0 ms" in message
+    assert retry_after_s(late_of(message)) == 2  # the HTTP process reads it back
+
+
+def test_without_the_option_nobody_is_refused_for_their_tpot(monkeypatch):
+    monkeypatch.setenv("ADASERVE_POLICY", "adaserve")
+    admission.served_options.cache_clear()
+    s, sent = scheduler(rounds=paced())
+    assert not door.abort_on_queued_limit_hook(lambda self, r: False, s,
+                                               req("urgent", tpot_slo_ms=45.0))
+    assert not sent
