@@ -14,15 +14,20 @@ its client can go elsewhere or come back, and the queue does not grow with work 
 would be late anyway and make later requests late too. A refusal counts as a miss in every
 reading of attainment.
 
-With ``refuse_tpot`` on, a request with a TPOT SLO shorter than the time a token takes the
-requests decoding now (``tpot_refusal``: the recent iterations' seconds over the tokens
-each gave a request) is refused at the door the same way, 503 with Retry-After (the mean
-gap between recent finishes: the batch is one smaller after the next). Admitted, it would
-share that pace and miss, and its prompt and its tokens would lengthen the others' steps
-besides. Where one class's SLO is at the machine's one-request step (the served CPU's
-urgent class: 44.9 ms against 45-65 ms steps with a handful running), admitting it under
-load buys nobody an SLO and makes the next class miss too. A refusal counts as a miss in
-every reading, as the TTFT door's does; the door reads only what the server measured.
+With ``refuse_tpot`` on, a request with a TPOT SLO shorter than the time a token has
+taken the requests decoding now whose SLO is no looser than its own (``tpot_refusal``:
+their recent iterations' seconds over the tokens they got) is refused at the door the same
+way, 503 with Retry-After (the mean gap between recent finishes: the batch is one smaller
+after the next). Requests like it are missing their pace here now; admitted, it would
+miss too, and its prompt and its tokens would lengthen the others' steps besides. Where
+one class's SLO is at the machine's one-request step (the served CPU's urgent class: 44.9
+ms against 45-65 ms steps with a handful running), admitting it under load buys nobody an
+SLO and makes the next class miss too. Judged by the batch's mean pace instead, AdaServe,
+which gives tight requests more tokens than loose ones and holds loose ones to a pace,
+refused almost every tight request of the simulated Fig. 8 traces at their lowest rate
+(21% attainment against 99%). With no request that tight in the window, nothing says it
+would miss, and it is admitted. A refusal counts as a miss in every reading, as the TTFT
+door's does; the door reads only what the server measured.
 
 With ``cap`` on, a waiting request is admitted only while the decode step predicted with
 it (the engine's latency model, the batch's contexts and its prompt) stays within the
@@ -105,23 +110,27 @@ def predicted_ttft(ahead: int, free_slots: int, queued_tokens: int, prompt_token
 
 class FlowMeter:
     """The recent past the doors' predictions read: the gaps between the last ``window``
-    finishes, and the last ``window`` decoding iterations' durations and the tokens each
-    gave a request on average."""
+    finishes, and the last ``window`` decoding iterations' durations with each decoding
+    request's TPOT SLO and the tokens it got."""
 
     def __init__(self, window: int = 32) -> None:
         self.window = window
         self._finishes: deque[float] = deque(maxlen=window)
         self._iterations: deque[float] = deque(maxlen=window)
-        self._per_request: deque[float] = deque(maxlen=window)  # tokens a request got
+        # per iteration: ([n] TPOT SLOs in seconds, NaN for best effort, [n] tokens got)
+        self._paces: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=window)
 
     def finished(self, t: float) -> None:
         self._finishes.append(t)
 
-    def iteration(self, seconds: float, decoding: int = 0, emitted: int = 0) -> None:
-        """An iteration of ``seconds`` in which ``decoding`` requests got ``emitted``
-        tokens between them."""
+    def iteration(self, seconds: float, tpot_slos_s: np.ndarray | None = None,
+                  tokens: np.ndarray | None = None) -> None:
+        """An iteration of ``seconds`` in which the decoding requests, with TPOT SLOs
+        ``tpot_slos_s`` [n] (NaN: best effort), got ``tokens`` [n] each."""
         self._iterations.append(seconds)
-        self._per_request.append(emitted / decoding if decoding else 0.0)
+        empty = np.zeros(0)
+        self._paces.append((empty if tpot_slos_s is None else np.asarray(tpot_slos_s, float),
+                            empty if tokens is None else np.asarray(tokens, float)))
 
     @property
     def departure_s(self) -> float | None:
@@ -134,16 +143,25 @@ class FlowMeter:
         it = self._iterations
         return sum(it) / len(it) if it else None
 
-    @property
-    def token_s(self) -> float | None:
-        """Seconds a token took a decoding request over the last ``window`` iterations (a
-        request got on average emitted / decoding tokens an iteration, prefilling ones
-        included, since their length is the decoders' too); None until the window is full,
-        so nobody is refused on the first few iterations' say."""
-        got = sum(self._per_request)
-        if len(self._iterations) < self.window or got <= 0:
+    def token_s(self, tpot_slo_s: float) -> float | None:
+        """Seconds a token took the decoding requests whose TPOT SLO is no looser than
+        ``tpot_slo_s`` over the last ``window`` iterations: their iterations' seconds over
+        the tokens they got (an iteration that also prefilled counts, since its length is
+        theirs too). A scheduler that gives tight requests more tokens than loose ones (the
+        SLO phase), or holds loose ones to a pace (``pace``), sets each class its own pace,
+        so a request is judged by the pace of those at least as tight as it, never by the
+        batch's mean. None until the window is full, and where no such request decoded in
+        it: nothing says the server cannot give it its pace."""
+        if len(self._iterations) < self.window:
             return None
-        return sum(self._iterations) / got
+        busy, got = 0.0, 0.0
+        for seconds, (slos, tokens) in zip(self._iterations, self._paces):
+            tight = slos <= tpot_slo_s  # NaN (best effort) compares False
+            busy += seconds * int(tight.sum())
+            got += float(tokens[tight].sum())
+        if busy == 0.0:
+            return None
+        return math.inf if got == 0.0 else busy / got
 
 
 def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: np.ndarray,
@@ -170,15 +188,15 @@ def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: 
 
 
 def tpot_refusal(tpot_slo_s: float | None, flow: FlowMeter) -> float | None:
-    """The seconds a token takes the server's decoding requests now (``flow.token_s``)
-    where that is longer than a request's TPOT SLO (``tpot_slo_s``; None: best effort,
-    never refused), else None; also None until the meter has seen enough. Option
-    ``refuse_tpot`` (module docstring): the request arrives into the batch whose pace it
-    would share, and its own tokens only lengthen that batch's steps."""
-    token_s = flow.token_s
-    if tpot_slo_s is None or token_s is None or token_s <= tpot_slo_s:
+    """The seconds a token takes the server's decoding requests at least as tight as a
+    request (``flow.token_s``) where that is longer than its TPOT SLO (``tpot_slo_s``;
+    None: best effort, never refused), else None; also None where the meter has no such
+    evidence. Option ``refuse_tpot`` (module docstring): requests like it are missing their
+    pace here now, and its own prompt and tokens would only lengthen everyone's steps."""
+    if tpot_slo_s is None:
         return None
-    return token_s
+    token_s = flow.token_s(tpot_slo_s)
+    return None if token_s is None or token_s <= tpot_slo_s else token_s
 
 
 def tpot_retry_s(flow: FlowMeter) -> float:
@@ -191,7 +209,7 @@ def tpot_reason(token_s: float, tpot_slo_s: float, retry_s: float) -> str:
     """Why a request was refused by the TPOT door (``tpot_refusal``'s answer), with the
     wait it names (``tpot_retry_s``), which ``late_of`` reads back."""
     return (f"its TPOT SLO of {tpot_slo_s * 1e3:g} ms is shorter than the "
-            f"{token_s * 1e3:.1f} ms a token the server's running requests get now; retry "
+            f"{token_s * 1e3:.1f} ms a token its running requests that tight get now; retry "
             f"after {retry_s:.1f} s")
 
 
@@ -203,7 +221,7 @@ def late_reason(late_s: float, ttft_slo_s: float) -> str:
 
 
 _LATE = re.compile(r"its first token is predicted (\d+(?:\.\d+)?) s past the TTFT SLO")
-_RETRY = re.compile(r"a token the server's running requests get now; retry after "
+_RETRY = re.compile(r"a token its running requests that tight get now; retry after "
                     r"(\d+(?:\.\d+)?) s")
 
 

@@ -232,20 +232,22 @@ class EngineCore:
         now = self.clock()
         done = []
         emitted = 0
-        for r, new in zip(reqs, res.new_tokens):
+        got = np.zeros(len(reqs))  # [n] tokens each request got, for the TPOT door
+        for i, (r, new) in enumerate(zip(reqs, res.new_tokens)):
             r.steps += 1
             out = self._emit(r, new, now)
             if not out.finished and self._past_slo(r, now):
                 out = self._finish(r, "abort", out.token_ids, out.text,
                                    error="dropped: too far past its TPOT SLO")
             emitted += len(out.token_ids)
+            got[i] = len(out.token_ids)
             if out.finished:
                 done.append(r)
             outputs.append(out)
         for r in done:
             self._free(r)
         seconds = self.clock() - t0
-        self.flow.iteration(seconds, len(reqs), emitted)
+        self.flow.iteration(seconds, view.tpot_slo_s, got)
         self.step_times.observe(seconds, prefilled)
         ctx, verified = int(view.context_tokens.sum()), int(res.verified.sum())
         self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds,

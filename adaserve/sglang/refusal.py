@@ -43,21 +43,13 @@ from adaserve.scheduler.admission import (late_reason, refusal, tpot_reason, tpo
                                           tpot_retry_s)
 from adaserve.server.errors import at_capacity
 from adaserve.sglang.admission import admission, served_options, ttft_slos
-from adaserve.sglang.rounds import Rounds, rounds_of
+from adaserve.sglang.rounds import Rounds, rounds_of, tpot_slo_s
 
 
 def refuses() -> bool:
     """Whether ADASERVE_POLICY refuses at the door (``refuse=on`` or ``refuse_tpot=on``)."""
     options = served_options()
     return options is not None and (options.refuse or options.refuse_tpot)
-
-
-def tpot_slo_s(req) -> float | None:
-    """A request's TPOT SLO in seconds, as the HTTP hooks resolved it into its
-    ``custom_params`` (its own or its class's); None: best effort."""
-    params = getattr(req.sampling_params, "custom_params", None) or {}
-    ms = params.get("tpot_slo_ms")
-    return None if ms is None else float(ms) / 1e3
 
 
 def refusal_reason(scheduler, req, rounds: Rounds, now: float) -> tuple[str, str] | None:

@@ -91,19 +91,22 @@ class Rounds:
                 self.flow.extended(seconds, int(getattr(last_batch, "extend_num_tokens", 0)
                                                 or 0))
             if self._running:  # the round's pace: an extend round gave the decoders none
-                self.flow.iteration(seconds, len(self._running), self._gained())
+                self.flow.iteration(seconds, *self._gained())
         self.began = now
         self._departures(now, running)
 
-    def _gained(self) -> int:
-        """Output tokens the requests seen running gained since they were last seen (those
-        that finished in the round too: their last tokens count)."""
-        gained = 0
-        for rid, r in self._running.items():
+    def _gained(self) -> tuple[np.ndarray, np.ndarray]:
+        """([n] TPOT SLOs in seconds, NaN for best effort, [n] output tokens gained) of the
+        requests seen running, since they were last seen (those that finished in the round
+        too: their last tokens count)."""
+        slos, gained = np.empty(len(self._running)), np.empty(len(self._running))
+        for i, (rid, r) in enumerate(self._running.items()):
             n = len(r.output_ids)
-            gained += max(0, n - self._lengths.get(rid, n))
+            gained[i] = max(0, n - self._lengths.get(rid, n))
             self._lengths[rid] = n
-        return gained
+            slo = tpot_slo_s(r)
+            slos[i] = np.nan if slo is None else slo
+        return slos, gained
 
     def _departures(self, now: float, running: Iterable) -> None:
         """Requests seen running that have finished (or been aborted) leave; one retracted
@@ -116,6 +119,14 @@ class Rounds:
             if not r.finished() and r.rid not in self._running:
                 self._running[r.rid] = r
                 self._lengths[r.rid] = len(r.output_ids)
+
+
+def tpot_slo_s(req) -> float | None:
+    """A request's TPOT SLO in seconds, as the HTTP hooks resolved it into its
+    ``custom_params`` (its own or its class's); None: best effort."""
+    params = getattr(req.sampling_params, "custom_params", None) or {}
+    ms = params.get("tpot_slo_ms")
+    return None if ms is None else float(ms) / 1e3
 
 
 def rounds_of(scheduler) -> Rounds:

@@ -117,14 +117,16 @@ def test_a_policy_that_refuses_answers_503_for_a_predicted_late_first_token(mode
 
 @pytest.mark.slow
 def test_a_policy_that_refuses_tpot_answers_503_for_an_slo_shorter_than_the_pace(models):
-    """adaserve:refuse_tpot=on. A best-effort request runs long enough to fill the door's
-    window of iterations; then a request asking for 0.001 ms a token (shorter than any
-    step of any machine) is refused at the door, 503 with Retry-After and the reason
-    counted, and one asking for an hour a token is served beside it."""
+    """adaserve:refuse_tpot=on. A request asking for 0.001 ms a token (shorter than any step
+    of any machine) is admitted, as nothing that tight has run yet, and runs long enough to
+    fill the door's window of iterations; then a second such request is refused at the
+    door, 503 with Retry-After and the reason counted, and one asking for an hour a token
+    is served beside it."""
     from live_server import start
 
     srv, stop = start(models, policy="adaserve:refuse_tpot=on")
-    long = {"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": True}
+    long = {"prompt": "Once upon a time", "max_tokens": 200, "ignore_eos": True,
+            "slo": {"tpot_ms": 0.001}}
 
     async def main():
         async with httpx.AsyncClient(base_url=srv.url, timeout=300) as c:

@@ -29,24 +29,27 @@ def env(slo_env, monkeypatch):
 
 
 def paced(rounds: int = 32, seconds: float = 0.06, tokens: int = 1) -> Rounds:
-    """Rounds that saw two requests decode ``rounds`` rounds of ``seconds``, each gaining
-    ``tokens`` a round."""
+    """Rounds that saw an urgent (45 ms) and a moderate (100 ms) request decode ``rounds``
+    rounds of ``seconds``, the urgent one gaining ``tokens`` a round, the moderate one."""
     r = Rounds()
-    a, b = req("a"), req("b")
+    a, b = req("a", tpot_slo_ms=45.0), req("b", tpot_slo_ms=100.0)
     t = 0.0
     r.tick(t, None, [a, b])
     for _ in range(rounds):
         a.output_ids.extend([7] * tokens)
-        b.output_ids.extend([7] * tokens)
+        b.output_ids.append(7)
         t += seconds
         r.tick(t, DECODE, [a, b])
     return r
 
 
-def test_the_rounds_measure_the_pace_a_token_takes_the_running_requests():
-    assert paced(31).flow.token_s is None  # the window is 32 rounds
-    assert paced(32).flow.token_s == pytest.approx(0.06)
-    assert paced(32, tokens=2).flow.token_s == pytest.approx(0.03)  # speculation: 2 a round
+def test_the_rounds_measure_the_pace_each_slo_has_had():
+    assert paced(31).flow.token_s(0.045) is None  # the window is 32 rounds
+    assert paced(32).flow.token_s(0.045) == pytest.approx(0.06)
+    r = paced(32, tokens=2)  # speculation gave the urgent one two a round
+    assert r.flow.token_s(0.045) == pytest.approx(0.03)
+    assert r.flow.token_s(0.100) == pytest.approx(2 * 32 * 0.06 / (32 * 3))
+    assert r.flow.token_s(0.020) is None  # nobody that tight ran
 
 
 def test_an_extend_round_counts_in_the_pace_and_a_finished_requests_last_tokens_too():
@@ -54,12 +57,12 @@ def test_an_extend_round_counts_in_the_pace_and_a_finished_requests_last_tokens_
     a, b = r._running["a"], r._running["b"]
     t = 31 * 0.06
     r.tick(t + 0.3, EXTEND, [a, b])  # 0.3 s prefilling a prompt: the decoders got nothing
-    assert r.flow.token_s == pytest.approx((31 * 0.06 + 0.3) / 31)
+    assert r.flow.token_s(0.045) == pytest.approx((31 * 0.06 + 0.3) / 31)
     a.output_ids.append(7)
     a.finished_reason = object()  # its last token came in the round it finished
     b.output_ids.append(7)
     r.tick(t + 0.36, DECODE, [b])
-    assert r.flow.token_s == pytest.approx((30 * 0.06 + 0.3 + 0.06) / 31)
+    assert r.flow.token_s(0.045) == pytest.approx((30 * 0.06 + 0.3 + 0.06) / 31)
 
 
 def test_the_hook_refuses_an_slo_shorter_than_the_pace_with_sglangs_503(monkeypatch):
@@ -67,7 +70,7 @@ def test_the_hook_refuses_an_slo_shorter_than_the_pace_with_sglangs_503(monkeypa
 
     monkeypatch.setattr(sglang_scheduler, "get_serving",
                         lambda: SimpleNamespace(weight_version="default"))
-    rounds = paced()  # 60 ms a token
+    rounds = paced()  # 60 ms a token for the urgent request, the moderate one too
     for t in (1.0, 3.0):
         rounds.flow.finished(t)  # a departure every 2 s: the wait the refusal names
     s, sent = scheduler(rounds=rounds)
