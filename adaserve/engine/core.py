@@ -37,7 +37,7 @@ from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 class QueueFull(RuntimeError):
     """The waiting queue is at max_waiting, or (a policy that refuses) the request is
     predicted to miss its TTFT SLO, or its TPOT SLO is shorter than the pace the running
-    requests get; retry later, after ``retry_after_s`` when it is known. ``reason`` names
+    requests at least as tight have had; retry later, after ``retry_after_s`` when it is known. ``reason`` names
     which (the server's rejected-requests metric counts by it)."""
 
     def __init__(self, message: str, retry_after_s: float | None = None,
@@ -128,7 +128,8 @@ class EngineCore:
         """Raise ValueError / QueueFull for a request this engine would refuse; with
         ``refuse`` and a policy that refuses, QueueFull too for one predicted to miss its
         TTFT SLO (``slo.ttft_s``, else the default: scheduler/admission.py), or whose TPOT
-        SLO is shorter than the pace its decoding requests get now (``refuse_tpot``)."""
+        SLO is shorter than the pace its decoding requests at least as tight have had
+        (``refuse_tpot``)."""
         if not isinstance(params, SamplingParams):
             raise ValueError("params must be a SamplingParams")
         if not prompt_ids:

@@ -2,8 +2,9 @@
 first token past its TTFT SLO is refused at the door, 503 with Retry-After, as the
 embedded server refuses it (``adaserve.scheduler.admission.refusal``: the same function
 on the same inputs). And its ``refuse_tpot=on``: a request whose TPOT SLO is shorter than
-the time a token takes the running requests now (``admission.tpot_refusal``, over the
-pace rounds.py measures from the tokens SGLang's running requests gained each round) is
+the time a token has taken the running requests at least as tight as it
+(``admission.tpot_refusal``, over the pace rounds.py measures from the tokens SGLang's
+running requests gained each round) is
 refused the same way, its message naming the wait (``tpot_reason``).
 
 SGLang's scheduler, on receiving a request, asks ``Scheduler._abort_on_queued_limit``

@@ -9,8 +9,8 @@ kind of batch that ran (``last_batch``), an extend round also by the prompt toke
 prefilled. Where the policy refuses at the door (the only reader of departures and of the
 running requests' pace) the hook also hands it the running requests: a request seen
 running counts as a departure when it is seen finished, and the tokens the requests seen
-running gained over a round give the pace a token takes them (``FlowMeter.token_s``, which
-``refuse_tpot`` reads). One ``Rounds`` lives on each scheduler (``rounds_of``).
+running gained over a round, with their TPOT SLOs, give the pace a token takes each
+class (``FlowMeter.token_s``, which ``refuse_tpot`` reads). One ``Rounds`` lives on each scheduler (``rounds_of``).
 """
 
 from __future__ import annotations
