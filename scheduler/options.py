@@ -100,8 +100,8 @@ class AdaServeOptions:
                 changes[key] = _ON[value]
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
-                                 f"depth, floor, calibrate, admit, refuse, refuse_tpot, budget, lost, "
-                                 f"gate, prefill, cap")
+                                 f"depth, floor, calibrate, admit, refuse, refuse_tpot, "
+                                 f"budget, lost, gate, prefill, cap")
         return dataclasses.replace(self, **changes)
 
     def text(self) -> str:

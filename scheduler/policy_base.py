@@ -60,8 +60,8 @@ class Policy(ABC):
     @property
     def refuses_tpot(self) -> bool:
         """Whether the engine refuses an arriving request whose TPOT SLO is shorter than the
-        time a token takes its decoding requests now (admission.tpot_refusal); no policy
-        does unless its options say so."""
+        time a token has taken its decoding requests at least as tight
+        (admission.tpot_refusal); no policy does unless its options say so."""
         return False
 
     @property

@@ -37,8 +37,8 @@ from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 class QueueFull(RuntimeError):
     """The waiting queue is at max_waiting, or (a policy that refuses) the request is
     predicted to miss its TTFT SLO, or its TPOT SLO is shorter than the pace the running
-    requests at least as tight have had; retry later, after ``retry_after_s`` when it is known. ``reason`` names
-    which (the server's rejected-requests metric counts by it)."""
+    requests at least as tight have had; retry later, after ``retry_after_s`` when it is
+    known. ``reason`` names which (the server's rejected-requests metric counts by it)."""
 
     def __init__(self, message: str, retry_after_s: float | None = None,
                  reason: str = "queue_full") -> None:
@@ -232,7 +232,6 @@ class EngineCore:
             self._observe_calibration(cands, sel.mask, res.accepted)
         now = self.clock()
         done = []
-        emitted = 0
         got = np.zeros(len(reqs))  # [n] tokens each request got, for the TPOT door
         for i, (r, new) in enumerate(zip(reqs, res.new_tokens)):
             r.steps += 1
@@ -240,7 +239,6 @@ class EngineCore:
             if not out.finished and self._past_slo(r, now):
                 out = self._finish(r, "abort", out.token_ids, out.text,
                                    error="dropped: too far past its TPOT SLO")
-            emitted += len(out.token_ids)
             got[i] = len(out.token_ids)
             if out.finished:
                 done.append(r)
@@ -254,7 +252,7 @@ class EngineCore:
         self.latency.observe(ctx, plan.draft_step_tokens(len(reqs)), verified, seconds,
                              prefilled, len(reqs))
         st = IterationStats(seconds, plan.t_spec_s, len(reqs), len(self.waiting), plan.depth,
-                            plan.width, verified, emitted, prefilled, ctx)
+                            plan.width, verified, int(got.sum()), prefilled, ctx)
         self.stats.append(st)
         if self.on_iteration is not None:
             self.on_iteration(st)

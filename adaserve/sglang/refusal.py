@@ -4,8 +4,8 @@ embedded server refuses it (``adaserve.scheduler.admission.refusal``: the same f
 on the same inputs). And its ``refuse_tpot=on``: a request whose TPOT SLO is shorter than
 the time a token has taken the running requests at least as tight as it
 (``admission.tpot_refusal``, over the pace rounds.py measures from the tokens SGLang's
-running requests gained each round) is
-refused the same way, its message naming the wait (``tpot_reason``).
+running requests gained each round) is refused the same way, its message naming the wait
+(``tpot_reason``).
 
 SGLang's scheduler, on receiving a request, asks ``Scheduler._abort_on_queued_limit``
 before it queues it (its own door: ``--max-queued-requests``, answered 503). The AROUND

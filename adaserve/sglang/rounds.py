@@ -10,7 +10,8 @@ prefilled. Where the policy refuses at the door (the only reader of departures a
 running requests' pace) the hook also hands it the running requests: a request seen
 running counts as a departure when it is seen finished, and the tokens the requests seen
 running gained over a round, with their TPOT SLOs, give the pace a token takes each
-class (``FlowMeter.token_s``, which ``refuse_tpot`` reads). One ``Rounds`` lives on each scheduler (``rounds_of``).
+class (``FlowMeter.token_s``, which ``refuse_tpot`` reads). One ``Rounds`` lives on each
+scheduler (``rounds_of``).
 """
 
 from __future__ import annotations

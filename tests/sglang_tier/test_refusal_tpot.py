@@ -21,11 +21,9 @@ EXTEND = SimpleNamespace(forward_mode=ForwardMode.EXTEND, extend_num_tokens=40)
 
 @pytest.fixture(autouse=True)
 def env(slo_env, monkeypatch):
-    slo_env("100", "300")
+    # slo_env clears the cached policy options now and after the test
     monkeypatch.setenv("ADASERVE_POLICY", "adaserve:refuse_tpot=on")
-    admission.served_options.cache_clear()
-    yield
-    admission.served_options.cache_clear()
+    slo_env("100", "300")
 
 
 def paced(rounds: int = 32, seconds: float = 0.06, tokens: int = 1) -> Rounds:
