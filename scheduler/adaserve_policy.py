@@ -112,7 +112,7 @@ class AdaServePolicy(BudgetedPolicy):
         return self.options.refuse
 
     @property
-    def refuses_tpot(self) -> bool:
+    def tpot_door(self) -> str:
         return self.options.refuse_tpot
 
     @property

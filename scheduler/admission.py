@@ -14,7 +14,7 @@ its client can go elsewhere or come back, and the queue does not grow with work 
 would be late anyway and make later requests late too. A refusal counts as a miss in every
 reading of attainment.
 
-With ``refuse_tpot`` on, a request with a TPOT SLO shorter than the time a token has
+With ``refuse_tpot=pace`` (``on``), a request with a TPOT SLO shorter than the time a token has
 taken the requests decoding now whose SLO is no looser than its own (``tpot_refusal``:
 their recent iterations' seconds over the tokens they got) is refused at the door the same
 way, 503 with Retry-After (the mean gap between recent finishes: the batch is one smaller
@@ -28,6 +28,15 @@ refused almost every tight request of the simulated Fig. 8 traces at their lowes
 (21% attainment against 99%). With no request that tight in the window, nothing says it
 would miss, and it is admitted. A refusal counts as a miss in every reading, as the TTFT
 door's does; the door reads only what the server measured.
+
+With ``refuse_tpot=missed`` the door reads outcomes instead of pace (``missed_refusal``):
+a request is refused where more of the last finished requests at least as tight as it
+missed its SLO than kept it. A pace over 32 iterations swings with every burst while a
+request's TPOT is its whole output's: on the simulated Fig. 8 traces the pace form
+refused requests that would have kept their SLO and cost up to 0.9 points, where the tight
+classes keep theirs 90-99% of the time; the outcome form cannot act there until most of
+them miss. To learn when the tide turns, a request is admitted while nobody that tight is
+held (the probe), so a door shut on stale evidence reopens once a probe keeps its SLO.
 
 With ``cap`` on, a waiting request is admitted only while the decode step predicted with
 it (the engine's latency model, the batch's contexts and its prompt) stays within the
@@ -55,6 +64,9 @@ import numpy as np
 # the library's requests have none and are held to this.
 DEFAULT_TTFT_SLO_S = 5.0
 ADMISSIONS = ("fifo", "deadline")
+# the forms of the TPOT door (option ``refuse_tpot``): none, the running peers' pace, or
+# the recently finished peers' outcomes
+TPOT_DOORS = ("off", "pace", "missed")
 
 
 def ttft_slo_s(own: float | None) -> float:
@@ -110,8 +122,9 @@ def predicted_ttft(ahead: int, free_slots: int, queued_tokens: int, prompt_token
 
 class FlowMeter:
     """The recent past the doors' predictions read: the gaps between the last ``window``
-    finishes, and the last ``window`` decoding iterations' durations with each decoding
-    request's TPOT SLO and the tokens it got."""
+    finishes and the TPOT SLOs and TPOTs of the requests that finished with both, and the
+    last ``window`` decoding iterations' durations with each decoding request's TPOT SLO
+    and the tokens it got."""
 
     def __init__(self, window: int = 32) -> None:
         self.window = window
@@ -119,9 +132,16 @@ class FlowMeter:
         self._iterations: deque[float] = deque(maxlen=window)
         # per iteration: ([n] TPOT SLOs in seconds, NaN for best effort, [n] tokens got)
         self._paces: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=window)
+        # per finish with a TPOT SLO and a TPOT (two tokens or more): (SLO s, TPOT s)
+        self._outcomes: deque[tuple[float, float]] = deque(maxlen=window)
 
-    def finished(self, t: float) -> None:
+    def finished(self, t: float, tpot_slo_s: float | None = None,
+                 tpot_s: float | None = None) -> None:
+        """A request that held a slot left at ``t``; with its TPOT SLO and the TPOT it got
+        (None: best effort, or fewer than two tokens, so no TPOT) where it had both."""
         self._finishes.append(t)
+        if tpot_slo_s is not None and tpot_s is not None:
+            self._outcomes.append((tpot_slo_s, tpot_s))
 
     def iteration(self, seconds: float, tpot_slos_s: np.ndarray | None = None,
                   tokens: np.ndarray | None = None) -> None:
@@ -164,6 +184,18 @@ class FlowMeter:
         return math.inf if got == 0.0 else busy / got
 
 
+    def missed(self, tpot_slo_s: float) -> tuple[int, int]:
+        """(missed, of): of the last ``window`` finishes, the ``of`` with a TPOT SLO no
+        looser than ``tpot_slo_s``, and how many of them had a TPOT longer than it. Judged
+        against ``tpot_slo_s``, not their own: a tighter request that missed its own SLO
+        but kept this one's is evidence this one can be kept."""
+        if not self._outcomes:
+            return 0, 0
+        slo, tpot = np.array(self._outcomes, np.float64).T  # [k] each
+        tight = slo <= tpot_slo_s
+        return int((tpot[tight] > tpot_slo_s).sum()), int(tight.sum())
+
+
 def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: np.ndarray,
             prefilling_tokens: int, free_slots: int, admission: str, prompt_tokens: int,
             prefill_chunk: int, flow: FlowMeter,
@@ -199,6 +231,47 @@ def tpot_refusal(tpot_slo_s: float | None, flow: FlowMeter) -> float | None:
     return None if token_s is None or token_s <= tpot_slo_s else token_s
 
 
+def missed_refusal(tpot_slo_s: float | None, flow: FlowMeter,
+                   held_tpot_slos_s: np.ndarray) -> tuple[int, int] | None:
+    """(missed, of) (``FlowMeter.missed``) where more of the recently finished requests at
+    least as tight as a request (TPOT SLO ``tpot_slo_s``; None: best effort, never
+    refused) missed its SLO than kept it, and the server holds (decoding or waiting) a
+    request at least as tight (``held_tpot_slos_s`` [m], NaN: best effort); else None.
+    Option ``refuse_tpot=missed`` (module docstring): more likely than not it would miss,
+    and its prompt and tokens would lengthen everyone's steps. The one held is the probe:
+    with none held, nothing new would be learnt while the door is shut, so the request is
+    admitted and its outcome is the next evidence."""
+    if tpot_slo_s is None:
+        return None
+    held = np.asarray(held_tpot_slos_s, np.float64)
+    if not (held <= tpot_slo_s).any():  # NaN (best effort) compares False
+        return None
+    missed, of = flow.missed(tpot_slo_s)
+    return (missed, of) if 2 * missed > of else None
+
+
+def tpot_door(door: str, tpot_slo_s: float | None, flow: FlowMeter,
+              held_tpot_slos_s: np.ndarray) -> tuple[str, float] | None:
+    """(message, seconds to wait) where the TPOT door of form ``door`` (``TPOT_DOORS``)
+    refuses a request with TPOT SLO ``tpot_slo_s`` now (``tpot_refusal``, or
+    ``missed_refusal`` with the held requests' SLOs ``held_tpot_slos_s`` [m]), else None.
+    The one verdict both servers answer with (the engine's 503, SGLang's through the
+    plugin)."""
+    if door == "pace":
+        token_s = tpot_refusal(tpot_slo_s, flow)
+        if token_s is None:
+            return None
+        retry = tpot_retry_s(flow)
+        return tpot_reason(token_s, tpot_slo_s, retry), retry
+    if door == "missed":
+        verdict = missed_refusal(tpot_slo_s, flow, held_tpot_slos_s)
+        if verdict is None:
+            return None
+        retry = tpot_retry_s(flow)
+        return missed_reason(*verdict, tpot_slo_s, retry), retry
+    return None
+
+
 def tpot_retry_s(flow: FlowMeter) -> float:
     """The wait a TPOT refusal names: the mean gap between recent finishes (the batch is one
     smaller after the next), 1 s before two finishes."""
@@ -213,6 +286,13 @@ def tpot_reason(token_s: float, tpot_slo_s: float, retry_s: float) -> str:
             f"after {retry_s:.1f} s")
 
 
+def missed_reason(missed: int, of: int, tpot_slo_s: float, retry_s: float) -> str:
+    """Why a request was refused by the TPOT door's ``missed`` form
+    (``missed_refusal``'s answer), with the wait it names, which ``late_of`` reads back."""
+    return (f"its TPOT SLO of {tpot_slo_s * 1e3:g} ms was missed by {missed} of the "
+            f"{of} requests that tight to finish last; retry after {retry_s:.1f} s")
+
+
 def late_reason(late_s: float, ttft_slo_s: float) -> str:
     """Why a request was refused at the door (``refusal``'s answer), in the words every
     server answers it with (the embedded one's 503, SGLang's through the plugin)."""
@@ -221,8 +301,7 @@ def late_reason(late_s: float, ttft_slo_s: float) -> str:
 
 
 _LATE = re.compile(r"its first token is predicted (\d+(?:\.\d+)?) s past the TTFT SLO")
-_RETRY = re.compile(r"a token its running requests that tight get now; retry after "
-                    r"(\d+(?:\.\d+)?) s")
+_RETRY = re.compile(r"its TPOT SLO of .*; retry after (\d+(?:\.\d+)?) s")
 
 
 def late_of(message: str) -> float | None:

@@ -58,11 +58,13 @@ class Policy(ABC):
         return False
 
     @property
-    def refuses_tpot(self) -> bool:
-        """Whether the engine refuses an arriving request whose TPOT SLO is shorter than the
-        time a token has taken its decoding requests at least as tight
-        (admission.tpot_refusal); no policy does unless its options say so."""
-        return False
+    def tpot_door(self) -> str:
+        """Which TPOT door the engine keeps (admission.TPOT_DOORS): "off", or it refuses an
+        arriving request whose TPOT SLO is shorter than the time a token has taken its
+        decoding requests at least as tight ("pace", admission.tpot_refusal) or that more
+        of its recently finished requests that tight missed than kept ("missed",
+        admission.missed_refusal); no policy has one unless its options say so."""
+        return "off"
 
     @property
     def caps_batch(self) -> bool:

@@ -29,8 +29,7 @@ from adaserve.engine.torch_executor import TorchExecutor
 from adaserve.scheduler import (SLO, STATIC_CHAINS, BatchView, CalibratedLatency, Calibration,
                                 CandidateBatch, SchedulerConfig, make_policy)
 from adaserve.scheduler.admission import (FlowMeter, deadline_order, late_reason, past_step_cap,
-                                          refusal, tpot_reason, tpot_refusal, tpot_retry_s,
-                                          ttft_slo_s)
+                                          refusal, tpot_door, ttft_slo_s)
 from adaserve.scheduler.prefill_yield import PromptQueue, StepTimes
 
 
@@ -127,9 +126,10 @@ class EngineCore:
               refuse: bool = True, slo: SLO | None = None) -> None:
         """Raise ValueError / QueueFull for a request this engine would refuse; with
         ``refuse`` and a policy that refuses, QueueFull too for one predicted to miss its
-        TTFT SLO (``slo.ttft_s``, else the default: scheduler/admission.py), or whose TPOT
-        SLO is shorter than the pace its decoding requests at least as tight have had
-        (``refuse_tpot``)."""
+        TTFT SLO (``slo.ttft_s``, else the default: scheduler/admission.py), or that its TPOT
+        door refuses (``refuse_tpot``: the pace its decoding requests at least as tight have
+        had is slower than its TPOT SLO, or most of its finished ones that tight missed
+        it)."""
         if not isinstance(params, SamplingParams):
             raise ValueError("params must be a SamplingParams")
         if not prompt_ids:
@@ -153,13 +153,11 @@ class EngineCore:
                            self.cfg.prefill_chunk, self.flow, own, _ttft_slos(queue))
             if late is not None:
                 raise QueueFull(late_reason(late, own), retry_after_s=late, reason="ttft")
-        if refuse and self.policy.refuses_tpot:
-            tpot_s = (slo or self.default_slo).tpot_s
-            token_s = tpot_refusal(tpot_s, self.flow)
-            if token_s is not None:
-                retry = tpot_retry_s(self.flow)
-                raise QueueFull(tpot_reason(token_s, tpot_s, retry), retry_after_s=retry,
-                                reason="tpot")
+        if refuse and self.policy.tpot_door != "off":
+            verdict = tpot_door(self.policy.tpot_door, (slo or self.default_slo).tpot_s,
+                                self.flow, _tpot_slos([*self.slots, *self.waiting]))
+            if verdict is not None:
+                raise QueueFull(verdict[0], retry_after_s=verdict[1], reason="tpot")
 
     def fail_all(self, error: str) -> list[Output]:
         """End every request with finish_reason "error" and free all cache (after a failed
@@ -447,12 +445,13 @@ class EngineCore:
 
     def _finish(self, r: Request, reason: str, added: tuple[int, ...] = (),
                 delta: str = "", error: str | None = None) -> Output:
-        if r.phase is not Phase.WAITING:  # it held a slot: one more departure
-            self.flow.finished(self.clock())
+        stats = r.stats()
+        if r.phase is not Phase.WAITING:  # it held a slot: one more departure, an outcome
+            self.flow.finished(self.clock(), stats.slo_tpot_s, stats.tpot_s)
         r.phase, r.finish_reason = Phase.DONE, reason
         self.by_id.pop(r.id, None)
         self.policy.forget(r.id)
-        return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=r.stats(),
+        return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=stats,
                       error=error)
 
 

@@ -1,11 +1,13 @@
 """The policy's ``refuse=on`` inside SGLang: a request predicted on arrival to get its
 first token past its TTFT SLO is refused at the door, 503 with Retry-After, as the
 embedded server refuses it (``adaserve.scheduler.admission.refusal``: the same function
-on the same inputs). And its ``refuse_tpot=on``: a request whose TPOT SLO is shorter than
-the time a token has taken the running requests at least as tight as it
-(``admission.tpot_refusal``, over the pace rounds.py measures from the tokens SGLang's
-running requests gained each round) is refused the same way, its message naming the wait
-(``tpot_reason``).
+on the same inputs). And its TPOT door, ``refuse_tpot`` (``admission.tpot_door``, the
+same function): ``pace``, a request whose TPOT SLO is shorter than the time a token has
+taken the running requests at least as tight as it (over the pace rounds.py measures from
+the tokens SGLang's running requests gained each round); ``missed``, one that more of the
+last finished requests at least as tight missed than kept (their TPOTs, as rounds.py saw
+their tokens come), while one that tight is running or waiting. It is refused the same
+way, its message naming the wait.
 
 SGLang's scheduler, on receiving a request, asks ``Scheduler._abort_on_queued_limit``
 before it queues it (its own door: ``--max-queued-requests``, answered 503). The AROUND
@@ -40,22 +42,21 @@ from http import HTTPStatus
 
 import numpy as np
 
-from adaserve.scheduler.admission import (late_reason, refusal, tpot_reason, tpot_refusal,
-                                          tpot_retry_s)
+from adaserve.scheduler.admission import late_reason, refusal, tpot_door
 from adaserve.server.errors import at_capacity
 from adaserve.sglang.admission import admission, served_options, ttft_slos
 from adaserve.sglang.rounds import Rounds, rounds_of, tpot_slo_s
 
 
 def refuses() -> bool:
-    """Whether ADASERVE_POLICY refuses at the door (``refuse=on`` or ``refuse_tpot=on``)."""
+    """Whether ADASERVE_POLICY refuses at the door (``refuse=on``, or a ``refuse_tpot``)."""
     options = served_options()
-    return options is not None and (options.refuse or options.refuse_tpot)
+    return options is not None and (options.refuse or options.refuse_tpot != "off")
 
 
 def refusal_reason(scheduler, req, rounds: Rounds, now: float) -> tuple[str, str] | None:
     """(message, metric reason) where ADASERVE_POLICY's doors refuse ``req`` now: the TTFT
-    door first (``refuse=on``), then the TPOT door (``refuse_tpot=on``); else None."""
+    door first (``refuse=on``), then the TPOT door (``refuse_tpot``); else None."""
     options = served_options()
     if options is None:
         return None
@@ -63,11 +64,15 @@ def refusal_reason(scheduler, req, rounds: Rounds, now: float) -> tuple[str, str
         verdict = predicted_late(scheduler, req, rounds, now)
         if verdict is not None:
             return late_reason(*verdict), "ttft"
-    if options.refuse_tpot:
-        tpot = tpot_slo_s(req)
-        token_s = tpot_refusal(tpot, rounds.flow)
-        if token_s is not None:
-            return tpot_reason(token_s, tpot, tpot_retry_s(rounds.flow)), "tpot"
+    if options.refuse_tpot != "off":
+        chunked = scheduler.chunked_req
+        held = [*scheduler.running_batch.reqs, *scheduler.waiting_queue,
+                *(() if chunked is None else (chunked,))]
+        slos = np.array([np.nan if (s := tpot_slo_s(r)) is None else s for r in held],
+                        np.float64)
+        verdict = tpot_door(options.refuse_tpot, tpot_slo_s(req), rounds.flow, slos)
+        if verdict is not None:
+            return verdict[0], "tpot"
     return None
 
 

@@ -10,8 +10,10 @@ prefilled. Where the policy refuses at the door (the only reader of departures a
 running requests' pace) the hook also hands it the running requests: a request seen
 running counts as a departure when it is seen finished, and the tokens the requests seen
 running gained over a round, with their TPOT SLOs, give the pace a token takes each
-class (``FlowMeter.token_s``, which ``refuse_tpot`` reads). One ``Rounds`` lives on each
-scheduler (``rounds_of``).
+class (``FlowMeter.token_s``, which ``refuse_tpot=pace`` reads). A departure also files
+the TPOT the request got, from the rounds in which it was first seen with a token and last
+gained one (``FlowMeter.missed``, which ``refuse_tpot=missed`` reads). One ``Rounds`` lives
+on each scheduler (``rounds_of``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ class Rounds:
         self.deferred = 0  # prefill rounds the policy deferred
         self._running: dict[str, object] = {}  # rid -> Req seen running, not yet finished
         self._lengths: dict[str, int] = {}  # rid -> its output tokens when last seen
+        # rid -> (when first seen with a token, its tokens then, when it last gained one):
+        # its TPOT when it leaves
+        self._times: dict[str, tuple[float, int, float]] = {}
 
     def defer(self, waiting: int) -> None:
         self.deferred += 1
@@ -92,19 +97,22 @@ class Rounds:
                 self.flow.extended(seconds, int(getattr(last_batch, "extend_num_tokens", 0)
                                                 or 0))
             if self._running:  # the round's pace: an extend round gave the decoders none
-                self.flow.iteration(seconds, *self._gained())
+                self.flow.iteration(seconds, *self._gained(now))
         self.began = now
         self._departures(now, running)
 
-    def _gained(self) -> tuple[np.ndarray, np.ndarray]:
+    def _gained(self, now: float) -> tuple[np.ndarray, np.ndarray]:
         """([n] TPOT SLOs in seconds, NaN for best effort, [n] output tokens gained) of the
         requests seen running, since they were last seen (those that finished in the round
-        too: their last tokens count)."""
+        too: their last tokens count); a request that gained one was last served ``now``."""
         slos, gained = np.empty(len(self._running)), np.empty(len(self._running))
         for i, (rid, r) in enumerate(self._running.items()):
             n = len(r.output_ids)
             gained[i] = max(0, n - self._lengths.get(rid, n))
             self._lengths[rid] = n
+            if gained[i]:
+                first, had, _ = self._times.get(rid, (now, n, now))
+                self._times[rid] = (first, had, now)
             slo = tpot_slo_s(r)
             slos[i] = np.nan if slo is None else slo
         return slos, gained
@@ -113,13 +121,17 @@ class Rounds:
         """Requests seen running that have finished (or been aborted) leave; one retracted
         to the waiting queue is not finished and is kept until it is."""
         for rid in [rid for rid, r in self._running.items() if r.finished()]:
-            del self._running[rid]
+            r = self._running.pop(rid)
             self._lengths.pop(rid, None)
-            self.flow.finished(now)
+            first, had, last = self._times.pop(rid, (now, 0, now))
+            n = len(r.output_ids) - had  # tokens gained since first seen with one
+            self.flow.finished(now, tpot_slo_s(r), (last - first) / n if n > 0 else None)
         for r in running:
             if not r.finished() and r.rid not in self._running:
                 self._running[r.rid] = r
                 self._lengths[r.rid] = len(r.output_ids)
+                if r.output_ids:  # its first token came in the round that just ended
+                    self._times[r.rid] = (now, len(r.output_ids), now)
 
 
 def tpot_slo_s(req) -> float | None:

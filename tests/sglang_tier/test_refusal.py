@@ -77,12 +77,14 @@ def test_rounds_count_a_request_seen_running_as_it_leaves():
     assert r.flow.departure_s == pytest.approx(2.0)
 
 
-def scheduler(waiting=(), running=0, chunked=None, rounds=None, worker=True, slots=4):
+def scheduler(waiting=(), running=0, chunked=None, rounds=None, worker=True, slots=4,
+              running_reqs=()):
     w = AdaServeDraftWorker.__new__(AdaServeDraftWorker) if worker else None
     sent = []
     s = SimpleNamespace(
         draft_worker=SimpleNamespace(_draft_worker=w), waiting_queue=list(waiting),
-        chunked_req=chunked, running_batch=SimpleNamespace(batch_size=lambda: running),
+        chunked_req=chunked, running_batch=SimpleNamespace(batch_size=lambda: running + len(running_reqs),
+                                      reqs=list(running_reqs)),
         max_running_requests=slots, chunked_prefill_size=CHUNK,
         _adaserve_rounds=rounds if rounds is not None else flowing(),
         send_abort_output=lambda abort, r: sent.append((abort, r)))

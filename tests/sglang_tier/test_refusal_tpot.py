@@ -1,4 +1,4 @@
-"""The policy's refuse_tpot=on inside SGLang (adaserve/sglang/refusal.py, rounds.py): the
+"""The policy's TPOT door inside SGLang (adaserve/sglang/refusal.py, rounds.py): the
 pace a token takes SGLang's running requests, measured from the tokens they gained each
 round, and the door refusing a TPOT SLO shorter than it on SGLang's queue-limit seam."""
 
@@ -91,3 +91,45 @@ def test_without_the_option_nobody_is_refused_for_their_tpot(monkeypatch):
     assert not door.abort_on_queued_limit_hook(lambda self, r: False, s,
                                                req("urgent", tpot_slo_ms=45.0))
     assert not sent
+
+
+def test_a_departure_files_the_tpot_the_rounds_saw_it_get():
+    r = Rounds()
+    a, b = req("a", tpot_slo_ms=45.0), req("b", tpot_slo_ms=100.0)
+    a.output_ids.append(7)  # its first token came in the extend round ending at 1.0
+    r.tick(1.0, EXTEND, [a])
+    for t in (1.06, 1.12, 1.18):
+        a.output_ids.append(7)
+        r.tick(t, DECODE, [a, b])
+    a.finished_reason = object()
+    r.tick(1.24, DECODE, [b])  # a gained nothing in its last round: 3 tokens over 0.18 s
+    assert r.flow.missed(0.045) == (1, 1) and r.flow._outcomes[-1][1] == pytest.approx(0.06)
+    b.finished_reason = object()  # b never gained a token after it was seen: no TPOT
+    r.tick(1.30, DECODE, [])
+    assert r.flow.missed(0.100) == (0, 1)
+
+
+def test_the_hook_refuses_a_class_that_mostly_missed_while_one_is_running(monkeypatch):
+    import sglang.srt.managers.scheduler as sglang_scheduler
+
+    monkeypatch.setenv("ADASERVE_POLICY", "adaserve:refuse_tpot=missed")
+    admission.served_options.cache_clear()
+    monkeypatch.setattr(sglang_scheduler, "get_serving",
+                        lambda: SimpleNamespace(weight_version="default"))
+    rounds = Rounds()
+    for t, tpot in ((1.0, 0.06), (3.0, 0.07), (5.0, 0.04)):  # 2 of 3 urgent ones missed
+        rounds.flow.finished(t, 0.045, tpot)
+    probe = req("probe", tpot_slo_ms=45.0)
+    # nobody urgent is running or waiting: the next one is admitted, the probe
+    s, sent = scheduler(rounds=rounds, running_reqs=[req("moderate", tpot_slo_ms=100.0)])
+    assert not door.abort_on_queued_limit_hook(lambda self, r: False, s, probe)
+    s, sent = scheduler(rounds=rounds, running_reqs=[probe])
+    assert not door.abort_on_queued_limit_hook(lambda self, r: False, s,
+                                               req("moderate", tpot_slo_ms=100.0))
+    tight = req("urgent", tpot_slo_ms=45.0)
+    assert door.abort_on_queued_limit_hook(lambda self, r: False, s, tight)
+    (abort, r), = sent
+    assert r is tight and abort.finished_reason["status_code"] == 503
+    message = abort.finished_reason["message"]
+    assert "TPOT SLO of 45 ms" in message and "2 of the 3" in message
+    assert retry_after_s(late_of(message)) == 2  # a finish every 2 s

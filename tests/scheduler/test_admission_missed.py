@@ -1,0 +1,95 @@
+"""The TPOT door's ``missed`` form (scheduler/admission.py, ``refuse_tpot=missed``): a
+request is refused on arrival, 503 with Retry-After, where more of the last finished
+requests at least as tight as it missed its TPOT SLO than kept it, and one that tight is
+held; with none held it is admitted, the probe."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adaserve.scheduler.admission import (FlowMeter, late_of, missed_reason, missed_refusal,
+                                          retry_after_s, tpot_door)
+
+NAN = float("nan")
+
+
+def _finished(outcomes) -> FlowMeter:
+    flow = FlowMeter()
+    for t, (slo, tpot) in enumerate(outcomes):
+        flow.finished(float(t), slo, tpot)
+    return flow
+
+
+def test_outcomes_are_judged_against_the_new_requests_slo_among_those_as_tight():
+    flow = _finished([(0.045, 0.060), (0.045, 0.050), (0.100, 0.090), (0.150, 0.200)])
+    assert flow.missed(0.045) == (2, 2)
+    # a 100-ms request: the two 45-ms ones kept 100 ms though they missed their own
+    assert flow.missed(0.100) == (0, 3)
+    assert flow.missed(0.150) == (1, 4)
+    assert flow.missed(0.020) == (0, 0)  # nobody that tight finished
+
+
+def test_a_finish_with_no_slo_or_no_tpot_is_a_departure_but_no_outcome():
+    flow = FlowMeter()
+    flow.finished(1.0, None, 0.5)  # best effort
+    flow.finished(3.0, 0.045, None)  # one token: no TPOT
+    assert flow.departure_s == pytest.approx(2.0) and flow.missed(1.0) == (0, 0)
+
+
+def test_the_meter_keeps_the_last_window_of_outcomes():
+    flow = _finished([(0.045, 0.09)] * 32 + [(0.045, 0.03)] * 17)
+    assert flow.missed(0.045) == (15, 32)
+
+
+def test_the_door_refuses_where_most_missed_and_one_that_tight_is_held():
+    flow = _finished([(0.045, 0.060)] * 3 + [(0.045, 0.040)] * 2)  # 3 of 5 missed
+    held = np.array([0.045, 0.100, NAN])
+    assert missed_refusal(0.045, flow, held) == (3, 5)
+    # the probe: nobody as tight as 45 ms is held, so the next evidence is admitted
+    assert missed_refusal(0.045, flow, np.array([0.100, NAN])) is None
+    assert missed_refusal(0.045, flow, np.zeros(0)) is None
+    # as many kept it as missed: not more likely to miss than keep
+    even = _finished([(0.045, 0.060)] * 2 + [(0.045, 0.040)] * 2)
+    assert missed_refusal(0.045, even, held) is None
+    assert missed_refusal(0.100, flow, held) is None  # all of them kept 100 ms
+    assert missed_refusal(None, flow, held) is None  # best effort: nothing to miss
+    assert missed_refusal(0.045, FlowMeter(), held) is None  # no evidence: nobody refused
+
+
+def test_the_door_names_its_evidence_and_a_wait_read_back():
+    flow = _finished([(0.045, 0.060)] * 3)  # three finishes a second apart
+    message, retry = tpot_door("missed", 0.045, flow, np.array([0.045]))
+    assert message == missed_reason(3, 3, 0.045, 1.0) and retry == pytest.approx(1.0)
+    assert "45 ms" in message and "3 of the 3" in message
+    assert retry_after_s(late_of(message)) == 1
+    assert tpot_door("off", 0.045, flow, np.array([0.045])) is None
+    # the pace form reads the iterations, of which this meter has none
+    assert tpot_door("pace", 0.045, flow, np.array([0.045])) is None
+
+
+def test_the_engine_refuses_a_class_that_misses_and_probes_with_one_at_a_time():
+    """Eight relaxed requests decode long outputs. Two requests with an SLO shorter than any
+    step arrive at 5 s: nothing that tight has finished, both are admitted, and both miss.
+    At 40 s, when neither is held, a third is admitted (the probe); the two that follow it
+    while it runs are refused at arrival, each a miss in every reading. A relaxed request
+    among them is admitted: the tight ones' TPOTs kept its SLO. With the door off all are."""
+    from adaserve.sim import SimRequest
+    from adaserve.sim.run import run
+    from adaserve.sim.setups import Deployment
+
+    reqs = ([SimRequest(i, 0.01 * i, "relaxed", 2000.0, 100, 2000) for i in range(8)]
+            + [SimRequest(8 + i, 5.0 + 0.1 * i, "tight", 1.0, 100, 64) for i in range(2)]
+            + [SimRequest(10 + i, 40.0 + 0.1 * i, "tight", 1.0, 100, 64) for i in range(3)]
+            + [SimRequest(13, 40.15, "relaxed", 2000.0, 100, 64)])
+    out = {}
+    for door in ("missed", "off"):
+        setup = Deployment.load("paper-llama3.1-70b").setup(f"adaserve:refuse_tpot={door}")
+        out[door] = {r.index: r for r in run(setup, reqs).records}
+    on, off = out["missed"], out["off"]
+    assert [i for i, r in on.items() if r.status == "rejected"] == [11, 12]
+    assert all(on[i].attained is False and on[i].attained_paper is False
+               and on[i].attained_with_ttft(5000.0) is False for i in (11, 12))
+    assert all(on[i].status == "ok" for i in (*range(11), 13))
+    assert on[8].attained_paper is False and on[9].attained_paper is False  # they missed
+    assert all(r.status == "ok" for r in off.values())
