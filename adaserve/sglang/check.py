@@ -61,8 +61,8 @@ TARGETS = {
     "standalone hidden states": HIDDEN,
     "admission by TTFT deadline (the waiting queue's order)": CALC_PRIORITY,
     "prefill=yield (a prefill round defers to the decodes)": DEFER_PREFILL,
-    "refuse=on, refuse_tpot=on (the doors: 503 for a first token predicted late, or a "
-    "TPOT SLO shorter than the running requests' pace)": QUEUED_LIMIT,
+    "refuse=on, refuse_tpot=pace/missed (the doors: 503 for a first token predicted late, "
+    "or a TPOT SLO its peers are missing)": QUEUED_LIMIT,
     "ragged verify: triton target-verify metadata": TRITON_METADATA,
     "ragged verify: SGLang's verify step": "sglang.srt.speculative.eagle_worker_common"
                                            ".run_eagle_verify",
