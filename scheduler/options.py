@@ -135,10 +135,14 @@ def _fraction(value: str) -> float:
 # planning is cost-aware, the served engine, and was chosen on the served development set,
 # results/dev-served-overload; prefill=yield with admit=deadline on the simulated
 # development set, results/sim/dev-options.md, and the served one, results/dev-served-yield-
-# recover); ``adaserve-authors``: none of them.
+# recover; refuse_tpot=missed never acted on the simulated development set,
+# results/sim/dev-options-refuse-missed.md, and led the baselines at every point of the
+# served one on the Intel CPU, results/dev-served-intel-refuse-missed);
+# ``adaserve-authors``: none of them.
 PRESETS: dict[str, AdaServeOptions] = {
     "adaserve": AdaServeOptions(pace=0.7, triage=True, depth="measured", floor=True,
-                                admit="deadline", budget="goodput", prefill="yield"),
+                                admit="deadline", budget="goodput", prefill="yield",
+                                refuse_tpot="missed"),
     "adaserve-authors": AdaServeOptions(),
 }
 

@@ -14,7 +14,8 @@ from adaserve.sim.setups import Deployment
 def test_presets_are_the_best_configuration_and_the_authors_scheduler():
     assert PRESETS["adaserve"] == AdaServeOptions(pace=0.7, triage=True, depth="measured",
                                                   floor=True, admit="deadline",
-                                                  budget="goodput", prefill="yield")
+                                                  budget="goodput", prefill="yield",
+                                                  refuse_tpot="missed")
     assert PRESETS["adaserve-authors"] == AdaServeOptions()  # every option off
     assert make_policy("adaserve", SchedulerConfig(budget=8)).options == PRESETS["adaserve"]
 
@@ -23,7 +24,13 @@ def test_a_spec_changes_only_the_options_it_names():
     cls, opts = policy_options("adaserve:pace=off,depth=eq8")
     assert cls is AdaServePolicy
     assert opts == AdaServeOptions(pace=None, triage=True, depth="eq8", floor=True,
-                                   admit="deadline", budget="goodput", prefill="yield")
+                                   admit="deadline", budget="goodput", prefill="yield",
+                                   refuse_tpot="missed")
+    # the TPOT door's spellings: on/off from the days it had one form, the pace
+    assert policy_options("adaserve:refuse_tpot=on")[1].refuse_tpot == "pace"
+    assert policy_options("adaserve:refuse_tpot=off")[1].refuse_tpot == "off"
+    with pytest.raises(ValueError, match="refuse_tpot must be one of off, pace, missed"):
+        policy_options("adaserve:refuse_tpot=sometimes")
     assert policy_options("adaserve-authors: pace = 0.8 , triage=ON")[1] == AdaServeOptions(
         pace=0.8, triage=True)
     assert policy_options("incremental") == (IncrementalPolicy, None)
