@@ -171,7 +171,7 @@ def _same(a: dict, b: dict) -> bool:
     return all(json.loads(json.dumps(a[k])) == json.loads(json.dumps(b[k])) for k in MEASURED)
 
 
-def rekey(check: int = 2) -> list[str]:
+def rekey(check: int = 2, jobs: int = 1) -> list[str]:
     """Give kept runs of an older code version, or made before an edit of their set-up
     file, the current keys where a re-run shows the change did not move them; a line per
     version says what was done.
@@ -179,8 +179,9 @@ def rekey(check: int = 2) -> list[str]:
     A run qualifies when its inputs differ from its task's in the code hash, the set-up's
     hash for its policy, its policy's hash, or several of them. Its version's `check` samples are the cheapest run at the
     fewest replicas and at the most (then the next cheapest runs): a change that moves one
-    N, or one router, shows there first. A sample is a check, not a proof; the page's runs
-    are what `--rekey` leaves."""
+    N, or one router, shows there first; and its `check` costliest, the most loaded, where
+    a change that acts only under load acts first. They run ``jobs`` at a time. A sample
+    is a check, not a proof; the page's runs are what `--rekey` leaves."""
     keys = ("code_sha", "deployment_sha", "policy_sha")
     groups: dict[tuple[str, ...], list[tuple[Path, dict, FleetTask]]] = {}
     for path in sorted(RUNS.rglob("*.json")):
@@ -197,16 +198,27 @@ def rekey(check: int = 2) -> list[str]:
             # own version, and cannot hold back the runs of one that did not change
             groups.setdefault((*(kept["inputs"].get(k) or "" for k in keys), now["policy_sha"]),
                               []).append((path, kept, task))
-    lines = []
-    for (old_code, old_setup, old_policy, new_policy), runs in groups.items():
-        name = (f"code {old_code[:12]}, set-up {old_setup[:12]}, policy {old_policy[:12]} "
-                f"as {new_policy[:12]}")
+    picked = {}
+    for version, runs in groups.items():
         by_cost = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))
         ends = {min(r[2].replicas for r in runs), max(r[2].replicas for r in runs)}
         picks = [next(r for r in by_cost if r[2].replicas == n) for n in sorted(ends)]
         picks += [r for r in by_cost if r not in picks][:max(check - len(picks), 0)]
         picks = picks[:check]
-        moved = [r[0].name for r in picks if not _same(measure(r[2]), r[1])]
+        picked[version] = picks + [r for r in by_cost[::-1][:check] if r not in picks]
+    tasks = [r[2] for picks in picked.values() for r in picks]
+    if jobs > 1 and len(tasks) > 1:
+        with mp.get_context("fork").Pool(jobs) as pool:
+            fresh = iter(pool.map(measure, tasks, chunksize=1))
+    else:
+        fresh = iter([measure(t) for t in tasks])
+    lines = []
+    for version, runs in groups.items():
+        old_code, old_setup, old_policy, new_policy = version
+        name = (f"code {old_code[:12]}, set-up {old_setup[:12]}, policy {old_policy[:12]} "
+                f"as {new_policy[:12]}")
+        picks = picked[version]
+        moved = [r[0].name for r in picks if not _same(next(fresh), r[1])]
         if moved:
             lines.append(f"{name}: {len(runs)} runs left stale, re-runs differ: "
                          f"{', '.join(moved)}")

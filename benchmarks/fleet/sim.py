@@ -100,7 +100,8 @@ def main() -> int:
                     help="only re-key kept runs of older code, set-up or policy whose re-runs come "
                          "out identical (runs.rekey), then stop")
     ap.add_argument("--rekey-check", type=int, default=2,
-                    help="runs re-run per older code, set-up or policy version with --rekey")
+                    help="the cheapest runs, and as many costliest, re-run per older code, "
+                         "set-up or policy version with --rekey (--jobs at a time)")
     ap.add_argument("--adopt", metavar="SPEC",
                     help="keep the runs of policy SPEC as --policy's where they ran the policy "
                          "it runs now (runs.adopt; --rekey-check of them re-run first), then stop")
@@ -111,7 +112,7 @@ def main() -> int:
     if args.rekey:
         if args.rekey_check < 1:
             ap.error("--rekey-check must be >= 1")
-        print("\n".join(rekey(args.rekey_check)))
+        print("\n".join(rekey(args.rekey_check, args.jobs)))
         return 0
     t0 = time.perf_counter()
     ns = [int(n) for n in _list(args.replicas)]

@@ -268,7 +268,8 @@ def main() -> int:
                         "Fig. 14) the current keys where re-runs of a sample measure exactly what "
                         "was kept (runs.rekey), then stop")
     p.add_argument("--rekey-check", type=int, default=2,
-                   help="runs re-run per older code version and policy with --rekey")
+                   help="the cheapest runs, and as many costliest, re-run per older code "
+                        "version and policy with --rekey (--jobs at a time)")
     p.add_argument("--adopt", metavar="SPEC",
                    help="keep the runs of SPEC as --as's where they ran the policy it runs now "
                         "(runs.adopt; --rekey-check of them re-run first), then stop")
@@ -279,7 +280,7 @@ def main() -> int:
     if args.rekey:
         if args.rekey_check < 1:
             p.error("--rekey-check must be >= 1")
-        print("\n".join(rekey(args.rekey_check)))
+        print("\n".join(rekey(args.rekey_check, args.jobs)))
         return 0
     if args.adopt:
         print("\n".join(adopt(args.adopt, args.adopt_as, max(args.rekey_check, 1))))

@@ -222,17 +222,19 @@ def _task_of(kept: dict) -> Task | None:
     return Task(setups[0], traces[0], i["system"], i["seed"], settings=settings)
 
 
-def rekey(check: int = 2) -> list[str]:
+def rekey(check: int = 2, jobs: int = 1) -> list[str]:
     """Give kept runs of an older code version the current keys where re-runs show the
     change did not move them; a line per version says what was done.
 
     A run qualifies when its inputs differ from its task's in the code hash, its policy's
     hash, or both (a change to its trace, set-up, hardware or acceptance model never
     qualifies). A version is the code and policy hashes a run was kept under and its
-    policy's hash now; each version's ``check`` cheapest runs are re-run and compared with
-    what was kept, every measured field exactly: a change that moves one policy shows in
-    that policy's sample and leaves that version stale, the others re-keyed. A sample is a
-    check, not a proof."""
+    policy's hash now; each version's ``check`` cheapest runs and ``check`` costliest are
+    re-run (``jobs`` at a time) and compared with what was kept, every measured field
+    exactly: a change that moves one policy shows in that policy's sample and leaves that
+    version stale, the others re-keyed. The costliest are the most loaded, where a change
+    that acts only under load (a door that shuts when most requests miss) acts first. A
+    sample is a check, not a proof."""
     keys = ("code_sha", "policy_sha")
     groups: dict[tuple[str, ...], list[tuple[Path, dict, Task]]] = {}
     for path in sorted(RUNS.rglob("*.json")):
@@ -252,11 +254,22 @@ def rekey(check: int = 2) -> list[str]:
             version = (kept["inputs"].get("code_sha", ""), kept["inputs"].get("policy_sha", ""),
                        now["policy_sha"])
             groups.setdefault(version, []).append((path, kept, task))
+    picked = {}
+    for version, runs in groups.items():
+        by_cost = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))
+        picked[version] = list({r[0]: r for r in by_cost[:check] + by_cost[::-1][:check]}
+                               .values())
+    tasks = [r[2] for picks in picked.values() for r in picks]
+    if jobs > 1 and len(tasks) > 1:
+        with mp.get_context("fork").Pool(jobs) as pool:
+            fresh = pool.map(execute_fresh, tasks, chunksize=1)
+    else:
+        fresh = [execute_fresh(t) for t in tasks]
+    fresh_of = iter(fresh)
     lines = []
     for (old_code, old_policy, new_policy), runs in groups.items():
-        picks = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))[:check]
-        moved = [str(r[0].relative_to(RUNS)) for r in picks
-                 if not _same(execute_fresh(r[2]), r[1])]
+        picks = picked[(old_code, old_policy, new_policy)]
+        moved = [str(r[0].relative_to(RUNS)) for r in picks if not _same(next(fresh_of), r[1])]
         name = (f"code {old_code[:12] or '(none)'}, policy {old_policy[:12] or '(none)'} "
                 f"as {new_policy[:12]}")
         if moved:
