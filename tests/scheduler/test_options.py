@@ -66,6 +66,10 @@ def test_only_what_an_option_turns_on_is_built():
     assert make_policy("adaserve:refuse=on", SchedulerConfig(budget=8)).refuses
     assert not ours.refuses and not authors.refuses
     assert not make_policy("incremental", SchedulerConfig(budget=8)).refuses
+    # the TPOT door: the preset keeps its missed form, the authors' scheduler and the
+    # baselines none
+    assert ours.tpot_door == "missed" and authors.tpot_door == "off"
+    assert make_policy("incremental", SchedulerConfig(budget=8)).tpot_door == "off"
 
 
 def test_a_spec_is_a_system_and_runs_with_its_presets_settings():

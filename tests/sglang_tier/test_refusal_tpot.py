@@ -63,6 +63,16 @@ def test_an_extend_round_counts_in_the_pace_and_a_finished_requests_last_tokens_
     assert r.flow.token_s(0.045) == pytest.approx((30 * 0.06 + 0.3 + 0.06) / 31)
 
 
+def refused(s, sent) -> str:
+    """The message of the 503 with which the hook on scheduler ``s`` refuses an urgent
+    (45-ms) request, ``sent`` holding what it sent."""
+    tight = req("urgent", tpot_slo_ms=45.0)
+    assert door.abort_on_queued_limit_hook(lambda self, r: False, s, tight)
+    (abort, r), = sent
+    assert r is tight and abort.finished_reason["status_code"] == 503
+    return abort.finished_reason["message"]
+
+
 def test_the_hook_refuses_an_slo_shorter_than_the_pace_with_sglangs_503(monkeypatch):
     import sglang.srt.managers.scheduler as sglang_scheduler
 
@@ -75,19 +85,18 @@ def test_the_hook_refuses_an_slo_shorter_than_the_pace_with_sglangs_503(monkeypa
     assert not door.abort_on_queued_limit_hook(lambda self, r: False, s,
                                                req("moderate", tpot_slo_ms=100.0))
     assert not door.abort_on_queued_limit_hook(lambda self, r: False, s, req("best-effort"))
-    tight = req("urgent", tpot_slo_ms=45.0)
-    assert door.abort_on_queued_limit_hook(lambda self, r: False, s, tight)
-    (abort, r), = sent
-    assert r is tight and abort.finished_reason["status_code"] == 503
-    message = abort.finished_reason["message"]
+    message = refused(s, sent)
     assert "TPOT SLO of 45 ms" in message and "60.0 ms" in message
     assert retry_after_s(late_of(message)) == 2  # the HTTP process reads it back
 
 
 def test_without_the_option_nobody_is_refused_for_their_tpot(monkeypatch):
-    monkeypatch.setenv("ADASERVE_POLICY", "adaserve")
+    monkeypatch.setenv("ADASERVE_POLICY", "adaserve:refuse_tpot=off")
     admission.served_options.cache_clear()
-    s, sent = scheduler(rounds=paced())
+    rounds = paced()
+    for t in (1.0, 3.0):  # both urgent ones missed: either door would refuse
+        rounds.flow.finished(t, 0.045, 0.06)
+    s, sent = scheduler(rounds=rounds, running_reqs=[req("a", tpot_slo_ms=45.0)])
     assert not door.abort_on_queued_limit_hook(lambda self, r: False, s,
                                                req("urgent", tpot_slo_ms=45.0))
     assert not sent
@@ -126,10 +135,6 @@ def test_the_hook_refuses_a_class_that_mostly_missed_while_one_is_running(monkey
     s, sent = scheduler(rounds=rounds, running_reqs=[probe])
     assert not door.abort_on_queued_limit_hook(lambda self, r: False, s,
                                                req("moderate", tpot_slo_ms=100.0))
-    tight = req("urgent", tpot_slo_ms=45.0)
-    assert door.abort_on_queued_limit_hook(lambda self, r: False, s, tight)
-    (abort, r), = sent
-    assert r is tight and abort.finished_reason["status_code"] == 503
-    message = abort.finished_reason["message"]
+    message = refused(s, sent)
     assert "TPOT SLO of 45 ms" in message and "2 of the 3" in message
     assert retry_after_s(late_of(message)) == 2  # a finish every 2 s
