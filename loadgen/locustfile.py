@@ -21,6 +21,7 @@ from pathlib import Path
 import gevent
 import requests
 from locust import HttpUser, constant, events, task
+from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from adaserve.loadgen.arrivals import Arrival, build_plan, wait_until
 from adaserve.loadgen.options import add_mix_draw_args, add_traffic_args
@@ -64,6 +65,10 @@ class SLOTraffic(HttpUser):
         records = self._save()
         print(f"[adaserve] {len(records)} requests recorded in "
               f"{self.environment.parsed_options.records}", flush=True)
+        # locust rewrites its stats CSV every CSV_STATS_INTERVAL_SEC and not again when it
+        # quits: without a wait, the events of the requests that ended in the last second
+        # would be missing from locust_stats.csv
+        gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.25)
         runner = self.environment.runner
         if runner is not None:
             runner.quit()
