@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.shared.adopt import adopt as shared_adopt
-from benchmarks.shared.common import RESULTS
+from benchmarks.shared.common import RESULTS, map_jobs
 from benchmarks.paper.kit import KIT, SETUPS, PaperSetup
 from benchmarks.paper.runs import ACC_DATA, TTFT_SLO_MS, _model_sha, _sha, system_sha
 from benchmarks.shared.run_keys import code_sha, policy_sha, router_sha
@@ -206,12 +206,7 @@ def rekey(check: int = 2, jobs: int = 1) -> list[str]:
         picks += [r for r in by_cost if r not in picks][:max(check - len(picks), 0)]
         picks = picks[:check]
         picked[version] = picks + [r for r in by_cost[::-1][:check] if r not in picks]
-    tasks = [r[2] for picks in picked.values() for r in picks]
-    if jobs > 1 and len(tasks) > 1:
-        with mp.get_context("fork").Pool(jobs) as pool:
-            fresh = iter(pool.map(measure, tasks, chunksize=1))
-    else:
-        fresh = iter([measure(t) for t in tasks])
+    fresh = iter(map_jobs(measure, [r[2] for ps in picked.values() for r in ps], jobs))
     lines = []
     for version, runs in groups.items():
         old_code, old_setup, old_policy, new_policy = version

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.shared.adopt import adopt as shared_adopt
-from benchmarks.shared.common import RESULTS
+from benchmarks.shared.common import RESULTS, map_jobs
 from benchmarks.paper.kit import KIT, PaperSetup
 from benchmarks.shared.run_keys import code_sha, policy_sha
 
@@ -259,13 +259,7 @@ def rekey(check: int = 2, jobs: int = 1) -> list[str]:
         by_cost = sorted(runs, key=lambda r: (r[1]["wall_s"], str(r[0])))
         picked[version] = list({r[0]: r for r in by_cost[:check] + by_cost[::-1][:check]}
                                .values())
-    tasks = [r[2] for picks in picked.values() for r in picks]
-    if jobs > 1 and len(tasks) > 1:
-        with mp.get_context("fork").Pool(jobs) as pool:
-            fresh = pool.map(execute_fresh, tasks, chunksize=1)
-    else:
-        fresh = [execute_fresh(t) for t in tasks]
-    fresh_of = iter(fresh)
+    fresh_of = iter(map_jobs(execute_fresh, [r[2] for ps in picked.values() for r in ps], jobs))
     lines = []
     for (old_code, old_policy, new_policy), runs in groups.items():
         picks = picked[(old_code, old_policy, new_policy)]

@@ -68,3 +68,14 @@ def write_results(name: str, text: str, data: dict) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{name}.md").write_text(text)
     (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2))
+
+
+def map_jobs(fn, items: list, jobs: int) -> list:
+    """``fn`` over ``items`` in order, on ``jobs`` forked processes where there is more than
+    one of each (the rekeys' re-runs of the paper's and the fleet's kept runs)."""
+    if jobs > 1 and len(items) > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(jobs) as pool:
+            return pool.map(fn, items, chunksize=1)
+    return [fn(x) for x in items]
