@@ -39,6 +39,10 @@ class Live:
         return False
 
 
+# the shared `live` server's policy (tests/server/conftest.py says why the door is off)
+LIVE_POLICY = "adaserve:refuse_tpot=off"
+
+
 def start(models, **cfg) -> tuple[Live, callable]:
     import uvicorn
 

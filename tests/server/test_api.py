@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from live_server import BASELINE_MS
+from live_server import BASELINE_MS, LIVE_POLICY
 from sse import stream
 
 from adaserve.engine import SamplingParams
@@ -20,7 +20,7 @@ def test_information_endpoints(live):
         models = c.get("/v1/models").json()
         assert models["data"][0]["id"] == "smollm2-135m"
         info = c.get("/server_info").json()
-        assert info["policy"] == "adaserve" and info["draft"] == "smollm2-135m-distilled"
+        assert info["policy"] == LIVE_POLICY and info["draft"] == "smollm2-135m-distilled"
         assert info["budget"] >= 1 and info["max_depth"] == 8 and info["max_width"] == 16
         assert info["baseline_latency_ms"] == BASELINE_MS
         # live_server.py gives kv_cache_mb=512 for max_context 256: the pool it made

@@ -83,10 +83,15 @@ def plain_outputs(logdir) -> dict[str, list[int]]:
 def ada(logdir, plain_outputs):  # after the plain server has stopped
     """SGLang with ADASERVE: its real draft, ragged verify (the default), a budget under
     the layout, the iteration log, and SGLang's strict idle-time pool check; a baseline
-    and a prefill rate (PREFILL, test inputs) give its classes a default TTFT SLO."""
+    and a prefill rate (PREFILL, test inputs) give its classes a default TTFT SLO. The
+    preset runs without its TPOT door: urgent's 1 ms is always missed, so once two urgent
+    requests finished the door would refuse the next urgent one while another is held,
+    and the tests sharing this server send urgent requests side by side on purpose (the
+    door is tested in test_refusal_tpot.py)."""
     from servers import BUDGET, CLASSES, PREFILL, SHAPE, Server
 
-    s = Server("adaserve", [*SHAPE, "--budget", str(BUDGET), "--slo-classes", CLASSES,
+    s = Server("adaserve", [*SHAPE, "--policy", "adaserve:refuse_tpot=off",
+                            "--budget", str(BUDGET), "--slo-classes", CLASSES,
                             "--default-class", "relaxed", "--enable-metrics", *PREFILL,
                             "--iteration-log", str(logdir / "iterations.jsonl")],
                {"SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE": "1"}, logdir)
