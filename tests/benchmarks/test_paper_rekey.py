@@ -65,3 +65,59 @@ def test_a_re_run_that_differs_leaves_its_version_stale_and_no_other(kept):
     stale = [line for line in lines if "left stale" in line]
     assert len(stale) == 1 and "1 runs left stale" in stale[0] and "vllm-s0.json" in stale[0]
     assert _code(kept[1]) == "older" and _code(kept[0]) == runs.code_sha()
+
+
+@pytest.fixture
+def three(tmp_path, monkeypatch):
+    """Three kept vLLM runs of one older version on traces of 8, 16 and 24 requests, their
+    wall times set so the order by cost is known: 16 (cheapest), 8, 24 (costliest)."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    rows = (KIT / "traces" / "fig8_9_rps4.8_ol256.csv").read_text().splitlines()
+    monkeypatch.setattr(runs, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(runs, "TRACE_DIRS", (traces,))
+    paths = {}
+    for n, wall in ((8, 2.0), (16, 1.0), (24, 3.0)):
+        trace = traces / f"tiny{n}.csv"
+        trace.write_text("\n".join(rows[:n + 1]) + "\n")
+        task = runs.Task(SETUPS["llama"], trace, "vllm", 0)
+        runs.execute(task)
+        data = json.loads(task.path.read_text())
+        data["inputs"]["code_sha"], data["wall_s"] = "older", wall
+        task.path.write_text(json.dumps(data))
+        paths[n] = task.path
+    return paths
+
+
+def _recording(monkeypatch) -> list[str]:
+    """The traces rekey re-runs, recorded around the real execute_fresh."""
+    seen, real = [], runs.execute_fresh
+
+    def fresh(task):
+        seen.append(task.trace.name)
+        return real(task)
+    monkeypatch.setattr(runs, "execute_fresh", fresh)
+    return seen
+
+
+def test_rekey_re_runs_the_cheapest_and_the_costliest_of_a_version(three, monkeypatch):
+    seen = _recording(monkeypatch)
+    lines = runs.rekey(check=1)
+    assert sorted(seen) == ["tiny16.csv", "tiny24.csv"]  # not the middle one, tiny8
+    assert len(lines) == 1 and "3 runs re-keyed" in lines[0] and "2 re-run identical" in lines[0]
+    assert all(_code(p) == runs.code_sha() for p in three.values())
+
+
+def test_a_version_whose_costliest_run_moved_stays_stale_though_its_cheapest_did_not(
+        three, monkeypatch):
+    """A change that acts only under load (a door that shuts when most requests miss) moves
+    the costliest run alone: the version stays stale, every run of it."""
+    data = json.loads(three[24].read_text())
+    data["classes"]["overall"]["attainment"] -= 1.0
+    three[24].write_text(json.dumps(data))
+    seen = _recording(monkeypatch)
+    lines = runs.rekey(check=1)
+    assert sorted(seen) == ["tiny16.csv", "tiny24.csv"]
+    moved = str(three[24].relative_to(runs.RUNS))  # kept under its trace's hash
+    assert len(lines) == 1 and "3 runs left stale" in lines[0] and lines[0].endswith(moved)
+    assert all(_code(p) == "older" for p in three.values())
