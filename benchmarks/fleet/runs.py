@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import multiprocessing as mp
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,11 +143,7 @@ def results(tasks: list[FleetTask], jobs: int = 1) -> dict[FleetTask, dict]:
     todo = sorted((t for t, r in out.items() if r is None), key=lambda t: t.replicas)
     if todo:
         print(f"{len(todo)} fleet runs to do, {len(out) - len(todo)} kept", flush=True)
-        if jobs > 1:
-            with mp.get_context("fork").Pool(jobs) as pool:
-                done = pool.map(_execute_logged, todo, chunksize=1)
-        else:
-            done = [_execute_logged(t) for t in todo]
+        done = map_jobs(_execute_logged, todo, jobs)
         out.update(zip(todo, done))
     return out
 

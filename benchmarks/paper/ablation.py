@@ -17,13 +17,12 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
-import multiprocessing as mp
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.shared.common import RESULTS, commit, machine
+from benchmarks.shared.common import RESULTS, commit, machine, map_jobs
 from benchmarks.paper.kit import EOS_SEED, KIT, KIT_REF, SETUPS, PaperSetup
 from benchmarks.paper.runs import measured
 
@@ -146,8 +145,7 @@ def main() -> int:
     t0 = time.perf_counter()
     pairs = args.pairs.split(",")
     jobs = [(k, i, r) for k in pairs for i in range(len(VARIANTS)) for r in RATES[k]]
-    with mp.get_context("fork").Pool(args.jobs) as pool:
-        got = dict(pool.map(one, jobs, chunksize=1))
+    got = dict(map_jobs(one, jobs, args.jobs))
     lines = [
         "# The paper's set-ups, one modelling choice at a time", "",
         f"- command: `python -m benchmarks.paper.ablation {' '.join(sys.argv[1:])}` "

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import multiprocessing as mp
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,11 +182,7 @@ def run_all(tasks: list[Task], jobs: int) -> dict[Task, dict]:
             todo.setdefault(t.path, t)  # the path names trace content, system and seed
     if todo:
         print(f"{len(todo)} runs to do, {len(results)} kept", flush=True)
-        if jobs > 1:
-            with mp.get_context("fork").Pool(jobs) as pool:
-                done = pool.map(_execute_logged, list(todo.values()), chunksize=1)
-        else:
-            done = [_execute_logged(t) for t in todo.values()]
+        done = map_jobs(_execute_logged, list(todo.values()), jobs)
         by_path = {t.path: out for t, out in done}
         for t in tasks:  # duplicates of a trace that ran under another name included
             results.setdefault(t, by_path.get(t.path))

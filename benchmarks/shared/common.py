@@ -72,7 +72,8 @@ def write_results(name: str, text: str, data: dict) -> None:
 
 def map_jobs(fn, items: list, jobs: int) -> list:
     """``fn`` over ``items`` in order, on ``jobs`` forked processes where there is more than
-    one of each (the rekeys' re-runs of the paper's and the fleet's kept runs)."""
+    one of each (the simulated sweeps and the rekeys' re-runs: the simulator is
+    single-threaded)."""
     if jobs > 1 and len(items) > 1:
         import multiprocessing as mp
 

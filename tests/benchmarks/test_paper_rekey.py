@@ -18,25 +18,40 @@ pytestmark = pytest.mark.skipif(not (KIT / "traces").is_dir(),
 
 
 @pytest.fixture
-def kept(tmp_path, monkeypatch):
-    """Two kept runs of a 24-request trace (the authors' scheduler and vLLM), keyed as an
-    older code version would have keyed them."""
+def tiny(tmp_path, monkeypatch):
+    """tiny(n): a trace of Fig. 8's first n requests, in a trace directory and a runs
+    directory of the test's own."""
     traces = tmp_path / "traces"
     traces.mkdir()
-    rows = (KIT / "traces" / "fig8_9_rps4.8_ol256.csv").read_text().splitlines()[:25]
-    trace = traces / "tiny.csv"
-    trace.write_text("\n".join(rows) + "\n")
+    rows = (KIT / "traces" / "fig8_9_rps4.8_ol256.csv").read_text().splitlines()
     monkeypatch.setattr(runs, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(runs, "TRACE_DIRS", (traces,))
-    paths = []
-    for system in ("adaserve-authors", "vllm"):
-        task = runs.Task(SETUPS["llama"], trace, system, 0)
-        runs.execute(task)
-        data = json.loads(task.path.read_text())
-        data["inputs"]["code_sha"] = "older"
-        task.path.write_text(json.dumps(data))
-        paths.append(task.path)
-    return paths
+
+    def trace(n: int) -> Path:
+        path = traces / f"tiny{n}.csv"
+        path.write_text("\n".join(rows[:n + 1]) + "\n")
+        return path
+    return trace
+
+
+def _keep_older(trace: Path, system: str, **fields) -> Path:
+    """A real run of ``system`` on ``trace``, kept as an older code version would have
+    kept it (and with ``fields`` set on what was kept)."""
+    task = runs.Task(SETUPS["llama"], trace, system, 0)
+    runs.execute(task)
+    data = json.loads(task.path.read_text())
+    data["inputs"]["code_sha"] = "older"
+    data.update(fields)
+    task.path.write_text(json.dumps(data))
+    return task.path
+
+
+@pytest.fixture
+def kept(tiny):
+    """Two kept runs of a 24-request trace (the authors' scheduler and vLLM), keyed as an
+    older code version would have keyed them."""
+    trace = tiny(24)
+    return [_keep_older(trace, system) for system in ("adaserve-authors", "vllm")]
 
 
 def _code(path: Path) -> str:
@@ -68,25 +83,11 @@ def test_a_re_run_that_differs_leaves_its_version_stale_and_no_other(kept):
 
 
 @pytest.fixture
-def three(tmp_path, monkeypatch):
+def three(tiny):
     """Three kept vLLM runs of one older version on traces of 8, 16 and 24 requests, their
     wall times set so the order by cost is known: 16 (cheapest), 8, 24 (costliest)."""
-    traces = tmp_path / "traces"
-    traces.mkdir()
-    rows = (KIT / "traces" / "fig8_9_rps4.8_ol256.csv").read_text().splitlines()
-    monkeypatch.setattr(runs, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(runs, "TRACE_DIRS", (traces,))
-    paths = {}
-    for n, wall in ((8, 2.0), (16, 1.0), (24, 3.0)):
-        trace = traces / f"tiny{n}.csv"
-        trace.write_text("\n".join(rows[:n + 1]) + "\n")
-        task = runs.Task(SETUPS["llama"], trace, "vllm", 0)
-        runs.execute(task)
-        data = json.loads(task.path.read_text())
-        data["inputs"]["code_sha"], data["wall_s"] = "older", wall
-        task.path.write_text(json.dumps(data))
-        paths[n] = task.path
-    return paths
+    return {n: _keep_older(tiny(n), "vllm", wall_s=wall)
+            for n, wall in ((8, 2.0), (16, 1.0), (24, 3.0))}
 
 
 def _recording(monkeypatch) -> list[str]:
