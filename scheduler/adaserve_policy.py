@@ -11,7 +11,7 @@ import numpy as np
 
 from adaserve.scheduler.acceptance import (AcceptanceTracker, RequestCalibration,
                                            expected_chain_tokens)
-from adaserve.scheduler.authors import in_slo_phase, raw_need, slo_need, slo_token_cap
+from adaserve.scheduler.authors import in_slo_phase, slo_need, slo_token_cap
 from adaserve.scheduler.budget import goodput_budget
 from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
@@ -21,7 +21,6 @@ from adaserve.scheduler.options import PRESETS, AdaServeOptions
 from adaserve.scheduler.pacing import pace_cap
 from adaserve.scheduler.policy_base import IDLE, BudgetedPolicy, chain_plan, prices_drafting
 from adaserve.scheduler.prefill_yield import PromptQueue, chunk_waits
-from adaserve.scheduler.rescue import rescue_plan
 from adaserve.scheduler.selection import Selection, select_slo_customized, top_yield, trim
 from adaserve.scheduler.shape import SpecPlan, depth_width
 from adaserve.scheduler.slo import SLO_EPS, BatchView, capped_requirement
@@ -68,10 +67,6 @@ class AdaServePolicy(BudgetedPolicy):
       pace and the plain step would not outnumber those the plain step keeps and the
       draft would not (``gate.drafting_pays``); else the iteration verifies the roots
       alone. Where planning prices the draft.
-    - ``rescue`` (where planning prices the draft): where the plan above drafts nothing,
-      a chain for each request behind ``pace`` x its SLO, at the depth that keeps the most
-      more requests at that pace than the plain step (``rescue.rescue_plan``); the SLO
-      phase then serves those requests their need at the pace.
     - ``prefill=yield``: the engine's prefill chunk waits in an iteration where a step
       with it would push more decoding requests off their SLO (that a plain step keeps on
       it) than one plain step's wait pushes prompts past their TTFT SLO
@@ -107,8 +102,6 @@ class AdaServePolicy(BudgetedPolicy):
         # (selection, request ids, depth, tight [n] bool, predicted seconds) of iterations
         # not yet observed, for the measured depth
         self._pending: deque[tuple[Selection, tuple, int, np.ndarray, float]] = deque(maxlen=8)
-        # whether this iteration's plan is option rescue's: its SLO phase aims at the pace
-        self._rescued = False
 
     @property
     def admission(self) -> str:
@@ -148,10 +141,7 @@ class AdaServePolicy(BudgetedPolicy):
                 and prices_drafting(self.latency))
 
     def plan(self, batch):
-        self._rescued = False
         plan = self._planned(batch)
-        if not plan.speculates and self._rescues:
-            return self._rescue(batch, plan)
         if not (self._gates and plan.speculates):
             return plan
         plain = replace(self._priced(batch, IDLE, self._verify_tokens(batch.n, IDLE, plan.budget)),
@@ -190,25 +180,6 @@ class AdaServePolicy(BudgetedPolicy):
         draft: with a free draft nothing is lost by drafting)."""
         return (self.options.gate and self.config.cost_aware_depth
                 and prices_drafting(self.latency))
-
-    @property
-    def _rescues(self) -> bool:
-        """Whether option ``rescue`` acts: where planning prices the draft (with a free
-        draft the throughput rule never plans none for want of tokens per second)."""
-        return (self.options.rescue and self.config.cost_aware_depth
-                and prices_drafting(self.latency))
-
-    def _rescue(self, batch: BatchView, plain: SpecPlan) -> SpecPlan:
-        """``plain`` (a plan that drafts nothing), or option rescue's chains where they keep
-        more requests at pace (``rescue.rescue_plan``)."""
-        got = rescue_plan(batch, self.acceptance.alphas(batch.request_ids), self.config.max_depth,
-                          plain.t_spec_s,
-                          lambda d, verify: self.predict_latency(batch, chain_plan(d), verify),
-                          self.options.pace or 1.0, self.config.rules)
-        if got is None:
-            return plain
-        self._rescued = True
-        return SpecPlan(depth=got.depth, width=1, t_spec_s=got.seconds, budget=got.verify)
 
     def _gate_opens(self, batch: BatchView, plan: SpecPlan, t_plain_s: float) -> bool:
         """Whether ``plan``'s draft keeps more requests at pace than the plain step of
@@ -276,11 +247,6 @@ class AdaServePolicy(BudgetedPolicy):
     def _select(self, batch, plan, candidates):
         rules, opts = self.config.rules, self.options
         need = slo_need(batch, plan.t_spec_s, plan.depth, rules)  # [n]
-        if self._rescued:  # the rescue drafted for the requests behind their pace
-            with np.errstate(invalid="ignore"):
-                paced = raw_need(batch, plan.t_spec_s, rules, opts.pace or 1.0)  # [n]
-            need = np.where(np.isnan(paced), need,
-                            np.maximum(need, np.clip(paced, 1.0, plan.depth + 1.0)))
         budget = self._budget_of(plan)
         n_max = slo_token_cap(budget, batch.n, rules) + 1  # the root counts
         served = in_slo_phase(batch, rules) & (need > 1.0 + SLO_EPS)  # [n]

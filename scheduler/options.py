@@ -16,7 +16,6 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
 | ``refuse_tpot`` | ``off``/``pace`` (``on``)/``missed`` | the TPOT door, 503 with Retry-After, a refusal a miss: ``pace`` refuses a request whose TPOT SLO is shorter than the time a token has taken the running requests at least as tight as it (``admission.tpot_refusal``); ``missed``, one where more of the last finished requests at least as tight missed its SLO than kept it, while one that tight is held (``admission.missed_refusal``) |
 | ``gate`` | ``on``/``off`` | the planned draft runs only if it keeps more requests at pace than the plain step does (``gate.drafting_pays``), else the iteration drafts nothing; acts where planning is cost-aware |
-| ``rescue`` | ``on``/``off`` | where the cost-aware planning drafts nothing, a chain for each request behind ``pace`` x its SLO, at the depth that keeps the most more requests at that pace than the plain step (``rescue.rescue_plan``), the SLO phase serving them their need at the pace; acts where planning is cost-aware |
 | ``prefill`` | ``chunk``/``yield`` | the engine prefills a chunk every iteration beside the decodes, or the chunk waits where a step with it would push more decoding requests off their SLO (that a plain step keeps on it) than waiting pushes prompts past their TTFT SLO (``prefill_yield.chunk_waits``) |
 | ``cap`` | ``on``/``off`` | the engine admits no request whose joining would make the predicted decode step longer than the tightest TPOT SLO among the requests it holds and the one it admits (``admission.past_step_cap``); off: it admits while it has slots |
 
@@ -39,7 +38,7 @@ BUDGETS = ("profile", "goodput", "kept")
 LOSTS = ("serve", "roots")
 PREFILLS = ("chunk", "yield")
 # the options that are on or off
-SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate", "cap", "rescue")
+SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate", "cap")
 TPOT_DOORS = ("off", "pace", "missed")  # = admission.TPOT_DOORS (options imports nothing)
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
@@ -62,7 +61,6 @@ class AdaServeOptions:
     gate: bool = False
     prefill: Literal["chunk", "yield"] = "chunk"
     cap: bool = False
-    rescue: bool = False
 
     def __post_init__(self) -> None:
         if self.pace is not None and (isinstance(self.pace, bool)
@@ -111,7 +109,7 @@ class AdaServeOptions:
             else:
                 raise ValueError(f"unknown option {key!r}; the options are pace, triage, "
                                  f"depth, floor, calibrate, admit, refuse, refuse_tpot, "
-                                 f"budget, lost, gate, prefill, cap, rescue")
+                                 f"budget, lost, gate, prefill, cap")
         return dataclasses.replace(self, **changes)
 
     def text(self) -> str:
@@ -122,8 +120,7 @@ class AdaServeOptions:
                 f"floor={on[self.floor]},calibrate={on[self.calibrate]},admit={self.admit}"
                 f",refuse={on[self.refuse]},refuse_tpot={self.refuse_tpot}"
                 f",budget={self.budget},lost={self.lost}"
-                f",gate={on[self.gate]},prefill={self.prefill},cap={on[self.cap]}"
-                f",rescue={on[self.rescue]}")
+                f",gate={on[self.gate]},prefill={self.prefill},cap={on[self.cap]}")
 
 
 def _fraction(value: str) -> float:
