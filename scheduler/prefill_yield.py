@@ -2,8 +2,9 @@
 off its SLO.
 
 The engine prefills a chunk of prompt tokens every iteration and the running requests
-decode in the same forward (Sarathi-Serve's piggybacking). At short prompts a chunk adds
-little. At 2-8k-token contexts on the served CPU a 128-token chunk over a long prefix took
+decode in the same iteration (Sarathi-Serve's piggybacking; on the embedded engine two
+forwards, prefill then verify, so a chunk also pays a weight read of its own). At short
+prompts a chunk adds little. At 2-8k-token contexts on the served CPU a 128-token chunk over a long prefix took
 the iteration from ~45 ms to ~0.5 s, prefill took 91-98% of the servers' time, and every
 request decoding beside a long prefill got that step as its TPOT: an urgent request (70
 ms) and a moderate one fell off their SLOs whatever the draft did (results/served-longctx-
