@@ -4,11 +4,12 @@ off its SLO.
 The engine prefills a chunk of prompt tokens every iteration and the running requests
 decode in the same iteration (Sarathi-Serve's piggybacking; on the embedded engine two
 forwards, prefill then verify, so a chunk also pays a weight read of its own). At short
-prompts a chunk adds little. At 2-8k-token contexts on the served CPU a 128-token chunk over a long prefix took
-the iteration from ~45 ms to ~0.5 s, prefill took 91-98% of the servers' time, and every
-request decoding beside a long prefill got that step as its TPOT: an urgent request (70
-ms) and a moderate one fell off their SLOs whatever the draft did (results/served-longctx-
-credit). A drafted tree cannot buy that back; the chunk's timing can.
+prompts a chunk adds little. At 2-8k-token contexts on the served CPU a 128-token chunk
+over a long prefix took the iteration from ~45 ms to ~0.5 s, prefill took 91-98% of the
+servers' time, and every request decoding beside a long prefill got that step as its
+TPOT: an urgent request (70 ms) and a moderate one fell off their SLOs whatever the draft
+did (results/served-longctx-credit). A drafted tree cannot buy that back; the chunk's
+timing can.
 
 So before an iteration prefills, the policy asks, with the recent measured durations of
 a plain decode step (t0) and of a step that prefilled (t1), what each choice breaks:
