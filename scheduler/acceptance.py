@@ -24,6 +24,16 @@ def expected_chain_tokens(alpha: Any, k: int) -> Any:
     return float(tokens) if tokens.ndim == 0 else tokens
 
 
+def expected_chain_terms(alpha: np.ndarray, k: int) -> np.ndarray:
+    """[n, k + 1] alpha_i^j, j = 0..k, for alpha [n] in [0, 1]: summed over its first d + 1
+    columns, the tokens of a d-deep chain (``expected_chain_tokens``, the same terms and the
+    same summation), for every d <= k from one power table."""
+    a = np.asarray(alpha, dtype=np.float64)
+    if not np.all((a >= 0) & (a <= 1)):
+        raise ValueError("alpha (per-token acceptance rate) must lie in [0, 1]")
+    return a[:, None] ** np.arange(k + 1)
+
+
 class _DecayedRatio:
     """Exponentially decayed sums of a numerator and a denominator, global and per request,
     and their ratio with a prior: the global one shrunk toward ``prior`` by

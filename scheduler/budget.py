@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from adaserve.scheduler.acceptance import expected_chain_tokens
+from adaserve.scheduler.acceptance import expected_chain_terms, expected_chain_tokens
 
 
 def chain_rates(alphas: np.ndarray, max_depth: int,
@@ -74,13 +74,18 @@ def goodput_budget(n: int, alphas: np.ndarray, budget: int, max_depth: int,
     at 9 or more running, the preset verified 17 tokens for 1.19 a request in steps as long
     as the roots-only ones (docs/results.md, the served sweep re-run)."""
     a = np.asarray(alphas, np.float64)
+    if keeps is None:  # every request keeps its whole chain: alpha^j once for all depths
+        powers = expected_chain_terms(a, max_depth)  # [n, max_depth + 1]
     rates = np.empty(max_depth + 1)
     for d in range(max_depth + 1):
-        kept = np.full(n, d) if keeps is None else np.clip(keeps(d), 0, d).astype(np.int64)
-        # requests grouped by the chain they keep: one group, all of d, without pacing
-        tokens = sum(float(np.sum(expected_chain_tokens(a[kept == k], int(k))))
-                     for k in np.unique(kept))
-        t = seconds(d, int(n + kept.sum()))
+        if keeps is None:
+            tokens, verify = float(np.sum(np.sum(powers[:, : d + 1], axis=-1))), n * (d + 1)
+        else:  # requests grouped by the chain they keep
+            kept = np.clip(keeps(d), 0, d).astype(np.int64)
+            tokens = sum(float(np.sum(expected_chain_tokens(a[kept == k], int(k))))
+                         for k in np.unique(kept))
+            verify = int(n + kept.sum())
+        t = seconds(d, verify)
         rates[d] = tokens / t if t > 0 else tokens
     best = int(np.argmax(rates))  # ties keep the shallower chain
     return max(budget, n * (best + 1))

@@ -42,8 +42,12 @@ class IterationLatency:
         """``requests``: the batch's request count, for a model that prices its shape."""
         t = float(self.target.predict(context_tokens, verify_tokens, requests))
         if self.draft is not None:
-            t += sum(float(self.draft.predict(context_tokens, k, requests))
-                     for k in draft_step_tokens)
+            # the steps of a plan draft alike (n x w tokens each): each size priced once
+            price: dict[int, float] = {}
+            for k in draft_step_tokens:
+                if k not in price:
+                    price[k] = float(self.draft.predict(context_tokens, k, requests))
+            t += sum(price[k] for k in draft_step_tokens)
         if draft_step_tokens:
             t += self.draft_fixed_s
         return t

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 _COEFFICIENTS = ("alpha", "gamma", "delta")
+_SCALARS = (int, float, np.integer, np.floating)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,11 @@ class LatencyModel:
         """Predicted seconds; float for scalar inputs, ndarray for array inputs.
         ``requests`` is not read: the linear model prices the two sums alone (a
         context_cost.ContextTable reads it)."""
+        if isinstance(context_tokens, _SCALARS) and isinstance(batch_tokens, _SCALARS):
+            # planning prices ~100 scalar shapes an iteration: Python floats do the same
+            # IEEE operations in the same order as the array form, ~10x faster
+            return (float(self.alpha) * float(context_tokens)
+                    + float(self.gamma) * float(batch_tokens) + float(self.delta))
         t = (
             self.alpha * np.asarray(context_tokens, dtype=np.float64)
             + self.gamma * np.asarray(batch_tokens, dtype=np.float64)

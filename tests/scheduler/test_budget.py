@@ -8,7 +8,7 @@ import pytest
 
 from adaserve.scheduler import (AcceptanceTracker, IterationLatency, LatencyModel,
                                 SchedulerConfig, make_policy)
-from adaserve.scheduler.acceptance import expected_chain_tokens
+from adaserve.scheduler.acceptance import expected_chain_terms, expected_chain_tokens
 from adaserve.scheduler.budget import budgeted_chain_tokens, goodput_budget
 from adaserve.scheduler.slo import SLO, BatchView, RequestProgress
 
@@ -124,3 +124,28 @@ def test_the_policy_does_not_draft_for_chains_its_budget_will_not_verify():
     policy = make_policy("adaserve", SchedulerConfig(budget=3), IterationLatency(target, draft),
                          tracker)
     assert policy.plan(_batch(2, tpot_ms=50.0)).speculates
+
+
+def test_the_whole_chain_scores_equal_the_grouped_sums_bit_for_bit():
+    # goodput_budget prices every depth from one power table where no request is paced;
+    # the kept form groups requests by chain. With keeps returning the whole chain both
+    # must choose alike on ties and near-ties, so the rates must match exactly, not nearly
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n, depth = int(rng.integers(1, 40)), int(rng.integers(0, 9))
+        alphas = rng.uniform(0.0, 1.0, n)
+        alphas[rng.uniform(size=n) < 0.1] = 1.0  # the power sum's k + 1 edge
+        seen = {}
+
+        def seconds(d, b, tag):
+            seen.setdefault(tag, []).append((d, b))
+            return 0.03 + 1e-3 * b + 4e-3 * d
+
+        whole = goodput_budget(n, alphas, 4, depth, lambda d, b: seconds(d, b, "whole"))
+        grouped = goodput_budget(n, alphas, 4, depth, lambda d, b: seconds(d, b, "grouped"),
+                                 keeps=lambda d: np.full(n, d))
+        assert whole == grouped and seen["whole"] == seen["grouped"]
+        table = expected_chain_terms(alphas, depth)
+        for d in range(depth + 1):
+            assert float(np.sum(np.sum(table[:, : d + 1], axis=-1))) == \
+                float(np.sum(expected_chain_tokens(alphas, d)))

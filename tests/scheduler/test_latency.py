@@ -81,6 +81,21 @@ def test_predict_scalars_and_arrays():
     assert out[1, 2] == pytest.approx(2000e-6 + 2e-4 + 0.01)
 
 
+def test_scalar_predictions_equal_the_array_form_bit_for_bit():
+    # planning prices scalars through a pure-Python path; it must agree exactly with the
+    # array form (a near-tie between two depths must break the same way either way)
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        m = LatencyModel(*map(float, rng.uniform(0, 1e-3, 3)))
+        ctx = rng.integers(0, 100_000, 64)
+        tok = rng.integers(1, 512, 64)
+        arr = m.predict(ctx, tok)
+        for c, t, a in zip(ctx, tok, arr):
+            for x, y in ((int(c), int(t)), (c, t), (float(c), float(t))):
+                got = m.predict(x, y)
+                assert type(got) is float and got == float(a)
+
+
 def test_json_round_trip():
     model = LatencyModel(alpha=1.5e-7, gamma=3e-5, delta=0.02)
     assert LatencyModel.from_dict(json.loads(json.dumps(model.to_dict()))) == model
