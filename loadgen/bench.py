@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import shlex
 import subprocess
 import sys
@@ -29,10 +28,12 @@ from pathlib import Path
 from adaserve.loadgen.arms import parse_arms
 from adaserve.loadgen.extend import done, load_prior, ordered, settings
 from adaserve.loadgen.options import add_mix_draw_args
+from adaserve.loadgen.paper_trace import trace_serve_args
 from adaserve.loadgen.points import Point, points, slo_classes  # noqa: F401 (bench.Point)
 from adaserve.loadgen.run import commit, machine
 from adaserve.loadgen.serve_process import ServeProcess
-from adaserve.loadgen.settle import SETTLE_S, settle_first, warm
+from adaserve.loadgen.settle import (SETTLE_S, WARMUP_REQUESTS, WARMUP_SEED_OFFSET, settle_first,
+                                     warm, warm_up_run)
 from adaserve.loadgen.workload import DEFAULT_MIX, PROMPT_SETS, PROMPT_SETS_HELP
 from adaserve.scheduler import split_specs
 from adaserve.server.options import at_least, seconds, share, weight
@@ -122,6 +123,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--settle-s", type=seconds, default=SETTLE_S,
                    help="seconds of a fixed matmul on every thread before the first server, "
                         "its rate on the page (loadgen/settle.py); 0: none")
+    p.add_argument("--warmup-requests", type=at_least(0), default=WARMUP_REQUESTS,
+                   help="requests of the first point served by an `incremental` server and "
+                        f"discarded before the first measured server (loadgen/settle.py; "
+                        f"default {WARMUP_REQUESTS}); 0: none")
     p.add_argument("--extend", action="store_true",
                    help="add to the sweep already in --out: runs (policy, point, seed) it has "
                         "are kept, not re-run; the experiment's settings must be the same, and "
@@ -185,14 +190,15 @@ def start_server(policy: str, urgent_scale: float, extra: str, log: Path,
     return ServeProcess(flags, log)
 
 
-def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path) -> dict:
+def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path,
+              requests: int | None = None) -> dict:
     # a paper trace: its rows at the point's mean rate, relative SLOs on the server's baseline
     arrival = (["--arrival", "paper", "--trace", str(args.trace), "--baseline-ms",
                 repr(server.info["baseline_latency_ms"])] if args.trace is not None
                else ["--arrival", args.arrival])
     cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", server.url,
            "--rate", str(point.rate), *arrival, "--cv", str(args.cv),
-           "--requests", str(args.requests), "--mix", args.mix,
+           "--requests", str(requests or args.requests), "--mix", args.mix,
            "--urgent", str(point.urgent), "--prompts", args.prompts, "--max-tokens",
            str(args.max_tokens), "--seed", str(seed), "--ttft-slo-ms", str(args.ttft_slo_ms),
            f"--mix-{args.mix_draw}", "--out", str(out)]
@@ -248,7 +254,9 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError("--arm gives servers flags of their own; --backend sim starts "
                              "no server")
         sim = _sim_backend(args, policies)
-        serve_args = args.serve_args if sim is not None else _serve_args(args)
+        serve_args = (args.serve_args if sim is not None else args.serve_args or ""
+                      if args.trace is None else
+                      trace_serve_args(args.serve_args or "", args.trace, args.requests))
     except (ValueError, OSError) as e:
         print(f"adaserve bench: error: {e}", file=sys.stderr)
         return 2
@@ -264,8 +272,17 @@ def main(args: argparse.Namespace) -> int:
                                   if (policy, point.label, args.seed + rep) not in have]
     baseline = args.baseline_ms
     t_start = time.time()
-    settled = settle_first(0 if sim is not None else args.settle_s,
-                           any(todo(p, pt) for p in policies for pt in pts))
+    runs_left = any(todo(p, pt) for p in policies for pt in pts)
+    settled = settle_first(0 if sim is not None else args.settle_s, runs_left)
+    warmed = None
+    if sim is None and runs_left and args.warmup_requests:
+        first, seed = pts[0], args.seed + WARMUP_SEED_OFFSET
+        log = _fresh(raw / "warmup.log")
+        warmed = warm_up_run(
+            lambda: start_server("incremental", first.urgent_scale, serve_args, log, baseline),
+            lambda server: run_point(args, server, first, seed, raw / "warmup",
+                                     args.warmup_requests),
+            f"`incremental` at {first.label}, seed {seed}, {args.warmup_requests} requests")
 
     def save() -> dict:
         """summary.json after every run, so a stopped sweep resumes with --extend."""
@@ -279,7 +296,8 @@ def main(args: argparse.Namespace) -> int:
             meta = {**meta, **{k: prior[k] for k in this},
                     "repeats": max(args.repeats, prior.get("repeats", 1)),
                     "extensions": [*prior.get("extensions", []), this]}
-        meta["notes"] = [*prior.get("notes", []), *([settled.note()] if settled else [])]
+        meta["notes"] = [*prior.get("notes", []), *([settled.note()] if settled else []),
+                         *([warmed] if warmed else [])]
         runs = ordered(runs, policies, [p.label for p in pts])
         (out / "summary.json").write_text(json.dumps({**meta, "runs": runs}, indent=2))
         return meta
@@ -359,33 +377,3 @@ def _sim_backend(args: argparse.Namespace, policies: list[str]):
     from adaserve.sim.bench import SimBackend
 
     return SimBackend.from_args(args, policies)
-
-
-def _serve_args(args: argparse.Namespace) -> str:
-    """--serve-args for the servers; with --trace, a --max-context that fits the trace's
-    longest request (prompt + output, the prompt with 10% + 32 tokens to spare for its
-    words-to-tokens estimate, rounded up to 64) when the default would not. ValueError
-    when --serve-args sets a smaller one."""
-    extra = args.serve_args or ""
-    if args.trace is None:
-        return extra
-    from adaserve.loadgen.paper_trace import read_rows
-    from adaserve.server.options import add_args as add_serve_args
-
-    rows = read_rows(args.trace, limit=args.requests)
-    if not rows:
-        raise ValueError(f"{args.trace}: no rows")
-    need = max(math.ceil(1.1 * r.input_length) + 32 + r.output_length for r in rows)
-    need = 64 * math.ceil(need / 64)
-    p = argparse.ArgumentParser(add_help=False)
-    add_serve_args(p)
-    default = p.get_default("max_context")
-    p.set_defaults(max_context=None)
-    given = p.parse_known_args(shlex.split(extra))[0].max_context
-    if given is not None and given < need:
-        raise ValueError(f"--serve-args sets --max-context {given}, and the trace's first "
-                         f"{args.requests} requests need up to {need} tokens (prompt + "
-                         "output, with room for the prompt estimate): raise it or drop it")
-    if given is None and need > default:
-        extra = f"{extra} --max-context {need}"
-    return extra

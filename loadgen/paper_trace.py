@@ -71,3 +71,32 @@ def at_rate(times: Sequence[float], rate: float) -> list[float]:
     scale = mean_rate(times) / rate
     t0 = min(times)
     return [(t - t0) * scale for t in times]
+
+
+def trace_serve_args(extra: str, trace: Path | str, requests: int) -> str:
+    """The servers' flags ``extra`` for a sweep of ``trace``'s first ``requests`` rows, with
+    a --max-context that fits its longest request (prompt + output, the prompt with 10% +
+    32 tokens to spare for its words-to-tokens estimate, rounded up to 64) where the
+    default would not. ValueError where ``extra`` sets a smaller one."""
+    import argparse
+    import shlex
+
+    from adaserve.server.options import add_args as add_serve_args
+
+    rows = read_rows(trace, limit=requests)
+    if not rows:
+        raise ValueError(f"{trace}: no rows")
+    need = max(math.ceil(1.1 * r.input_length) + 32 + r.output_length for r in rows)
+    need = 64 * math.ceil(need / 64)
+    p = argparse.ArgumentParser(add_help=False)
+    add_serve_args(p)
+    default = p.get_default("max_context")
+    p.set_defaults(max_context=None)
+    given = p.parse_known_args(shlex.split(extra))[0].max_context
+    if given is not None and given < need:
+        raise ValueError(f"--serve-args sets --max-context {given}, and the trace's first "
+                         f"{requests} requests need up to {need} tokens (prompt + "
+                         "output, with room for the prompt estimate): raise it or drop it")
+    if given is None and need > default:
+        extra = f"{extra} --max-context {need}"
+    return extra

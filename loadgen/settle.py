@@ -21,6 +21,7 @@ req/s, and a slow server also came mid-sweep (docs/loadgen.md).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -77,6 +78,37 @@ def settle_first(seconds: float, runs_left: bool) -> Settled | None:
     settled = settle(seconds)
     print(f"[bench] {settled.note()}", flush=True)
     return settled
+
+
+# Requests in the discarded warm-up run before a sweep's first measured server
+WARMUP_REQUESTS = 40
+# The warm-up run's seed, past the sweep's own (a sweep's seeds are --seed + repeat index)
+WARMUP_SEED_OFFSET = 100_000
+
+
+def warm_up_run(start: Callable[[], object], run: Callable[[object], dict],
+                label: str) -> str:
+    """Serve one load point on a server of its own before the sweep's first measured
+    server and discard it (``start``: the server, stopped afterwards; ``run``: the load
+    on it); returns the page's note.
+
+    Settling warmed the cores only, and the sweep's first server kept paying (module
+    docstring): over the 15 sweeps on the Intel VM up to 2026-11-29, the first-listed
+    policy's end-to-end margin over the best baseline on its first seed was 5.6 points
+    below its margin on the sweep's later seeds (paired, SE 3.0; docs/loadgen.md). What
+    the first load meets cold is the whole path: the load generator's start, the HTTP
+    stack, the page cache, the engine's first prefills. So a whole run of the first point,
+    on a server of a policy that carries nothing over (each measured server is a process
+    of its own), takes that slot."""
+    server = start()
+    try:
+        row = run(server)["rows"][-1]
+    finally:
+        server.stop()
+    note = (f"before the first measured server, a warm-up run ({label}) was served and "
+            f"discarded (loadgen/settle.py): attainment {row['attainment']}")
+    print(f"[bench] {note}", flush=True)
+    return note
 
 
 def warm(server) -> None:

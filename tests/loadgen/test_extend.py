@@ -34,8 +34,12 @@ def _args(tmp_path, **kw):
     argv = ["--experiment", "slo-scale", "--rate", "0.5", "--requests", "4",
             "--prompts", "short", "--baseline-ms", "90.0", "--out", str(tmp_path),
             "--policies", "adaserve,incremental"]
+    # the warm-up run is its own test's (a default of 40 requests where asked with None);
+    # elsewhere it would be one more server and run in every count
+    kw.setdefault("warmup_requests", 0)
     for k, v in kw.items():
-        argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
+        if v is not None:
+            argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
     return p.parse_args(argv)
 
 
@@ -49,15 +53,22 @@ def settled(monkeypatch):
     return asked
 
 
+warmups: list = []  # (server policy, point, seed, requests, server) of each warm-up run
+
+
 @pytest.fixture
 def sweep(monkeypatch):
     made, servers = [], []
+    warmups.clear()
 
     def start(policy, scale, extra, log, baseline):
         servers.append((policy, scale, log.name))
         return _Server(baseline)
 
-    def run_point(args, server, point, seed, out):
+    def run_point(args, server, point, seed, out, requests=None):
+        if out.name == "warmup":  # the discarded warm-up run: recorded apart
+            warmups.append((server_policy(), point.label, seed, requests, server))
+            return {"rows": [{"slo_class": "overall", "attainment": 0.25}]}
         made.append((server_policy(), point.label, seed))
         att = 0.5 + 0.1 * seed
         return {"rows": [{"slo_class": "urgent", "attainment": att},
@@ -143,9 +154,10 @@ def draws(sweep, monkeypatch):
     """The class assignment each run was asked for."""
     seen, inner = [], bench.run_point
 
-    def run_point(args, *rest):
-        seen.append(args.mix_draw)
-        return inner(args, *rest)
+    def run_point(args, server, point, seed, out, *rest):
+        if out.name != "warmup":  # the warm-up draws as the sweep does; measured runs count
+            seen.append(args.mix_draw)
+        return inner(args, server, point, seed, out, *rest)
 
     monkeypatch.setattr(bench, "run_point", run_point)
     return seen
@@ -272,3 +284,24 @@ def test_a_sweep_settles_the_machine_once_before_its_first_server_and_says_so(
     assert bench.main(_args(tmp_path / "sim", scales="1.0", backend="sim")) == 0
     assert settled == [30.0, 60.0]
     assert json.loads((tmp_path / "none" / "summary.json").read_text())["notes"] == []
+
+
+def test_a_warm_up_run_is_served_and_discarded_before_the_first_measured_server(tmp_path,
+                                                                                 sweep):
+    made, servers = sweep
+    bench.main(_args(tmp_path, scales="1.0,0.6", seed=7, warmup_requests=None))
+    # its own `incremental` server first, the first point, a seed outside the sweep's
+    assert servers[0] == ("incremental", 1.0, "warmup.log")
+    [(policy, point, seed, requests, server)] = warmups
+    assert (policy, point, seed, requests) == ("incremental", "1.0", 100_007, 40)
+    assert server.stopped
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert len(made) == len(data["runs"]) == 4 and all(r["seed"] == 7 for r in data["runs"])
+    assert any("warm-up run" in n and "attainment 0.25" in n for n in data["notes"])
+
+    warmups.clear(), servers.clear()
+    bench.main(_args(tmp_path / "b", scales="1.0", warmup_requests=0))
+    assert warmups == [] and all(name != "warmup.log" for _, _, name in servers)
+    warmups.clear()
+    bench.main(_args(tmp_path, scales="1.0,0.6", seed=7, extend=True, warmup_requests=None))
+    assert warmups == []  # nothing left to run: no warm-up either
