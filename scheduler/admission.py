@@ -38,6 +38,18 @@ classes keep theirs 90-99% of the time; the outcome form cannot act there until 
 them miss. To learn when the tide turns, a request is admitted while nobody that tight is
 held (the probe), so a door shut on stale evidence reopens once a probe keeps its SLO.
 
+With ``refuse_tpot=both`` a request is refused only where both say so: most of the last
+finished requests at least as tight missed (the outcomes, ``missed_refusal``) and the ones
+decoding now still miss their pace (``tpot_refusal``). The outcomes remember a burst long
+after it has passed: 32 finishes are ~35 s of a served sweep's urgent class at 1.5 req/s.
+On a served run at a quiet hour (results/test-served-intel-warm-163, seed 163) six urgent
+requests missed by 0.3-6.4 ms in the run's first burst, and the door then refused 7 urgent
+requests over the next 12 s while the probes it let in kept their SLO at 23-34 ms a token:
+`adaserve` kept 35 of 48 urgent requests where `incremental`, with no door, kept 42. The
+pace is what the server does now, the outcomes what requests like this one got; the
+first swings with every burst, the second lags each one, and a refusal on both is a
+refusal where the server both was and still is missing that SLO.
+
 With ``cap`` on, a waiting request is admitted only while the decode step predicted with
 it (the engine's latency model, the batch's contexts and its prompt) stays within the
 tightest TPOT SLO among the requests held and it (``past_step_cap``). Where a decode step
@@ -64,9 +76,9 @@ import numpy as np
 # the library's requests have none and are held to this.
 DEFAULT_TTFT_SLO_S = 5.0
 ADMISSIONS = ("fifo", "deadline")
-# the forms of the TPOT door (option ``refuse_tpot``): none, the running peers' pace, or
-# the recently finished peers' outcomes
-TPOT_DOORS = ("off", "pace", "missed")
+# the forms of the TPOT door (option ``refuse_tpot``): none, the running peers' pace, the
+# recently finished peers' outcomes, or both at once
+TPOT_DOORS = ("off", "pace", "missed", "both")
 
 
 def ttft_slo_s(own: float | None) -> float:
@@ -263,9 +275,9 @@ def tpot_door(door: str, tpot_slo_s: float | None, flow: FlowMeter,
             return None
         retry = tpot_retry_s(flow)
         return tpot_reason(token_s, tpot_slo_s, retry), retry
-    if door == "missed":
+    if door in ("missed", "both"):
         verdict = missed_refusal(tpot_slo_s, flow, held_tpot_slos_s)
-        if verdict is None:
+        if verdict is None or (door == "both" and tpot_refusal(tpot_slo_s, flow) is None):
             return None
         retry = tpot_retry_s(flow)
         return missed_reason(*verdict, tpot_slo_s, retry), retry

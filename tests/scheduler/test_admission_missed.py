@@ -93,3 +93,25 @@ def test_the_engine_refuses_a_class_that_misses_and_probes_with_one_at_a_time():
     assert all(on[i].status == "ok" for i in (*range(11), 13))
     assert on[8].attained_paper is False and on[9].attained_paper is False  # they missed
     assert all(r.status == "ok" for r in off.values())
+
+
+def test_both_refuses_only_where_the_outcomes_and_the_pace_now_agree():
+    """``refuse_tpot=both``: the outcomes say requests this tight missed; the door shuts
+    only while the ones decoding now miss their pace too, so a burst that has passed does
+    not keep it shut."""
+    flow = _finished([(0.045, 0.060)] * 3)  # 3 of 3 missed
+    held = np.array([0.045])
+    for _ in range(flow.window):  # the pace now: 30 ms a token for a 45-ms request
+        flow.iteration(0.030, np.array([0.045]), np.array([1.0]))
+    assert tpot_door("missed", 0.045, flow, held) is not None
+    assert tpot_door("both", 0.045, flow, held) is None  # the server keeps that pace now
+    for _ in range(flow.window):  # now 60 ms a token
+        flow.iteration(0.060, np.array([0.045]), np.array([1.0]))
+    message, _ = tpot_door("both", 0.045, flow, held)
+    assert message == missed_reason(3, 3, 0.045, 1.0)  # the outcomes' evidence is named
+    kept = _finished([(0.045, 0.040)] * 3)  # the pace misses, the outcomes kept it
+    for _ in range(kept.window):
+        kept.iteration(0.060, np.array([0.045]), np.array([1.0]))
+    assert tpot_door("pace", 0.045, kept, held) is not None
+    assert tpot_door("both", 0.045, kept, held) is None
+    assert tpot_door("both", 0.045, FlowMeter(), held) is None  # no evidence: nobody refused
