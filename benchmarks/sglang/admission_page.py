@@ -17,7 +17,11 @@ DOES = {
     "adaserve": "the preset: SGLang's waiting queue in `deadline_order` "
                 "(adaserve/sglang/admission.py), and a prefill round deferred where it would "
                 "push more decoding requests off their SLO than waiting pushes prompts past "
-                "their TTFT SLO (adaserve/sglang/prefill_yield.py)",
+                "their TTFT SLO (adaserve/sglang/prefill_yield.py); since 2026-11-28 21:25 "
+                "UTC also its TPOT door, `refuse_tpot=missed`: a request refused at the door, "
+                "503 with Retry-After, where most of the last finished requests at least as "
+                "tight missed its TPOT SLO while one that tight is held (a refusal a miss)",
+    "adaserve:refuse_tpot=off": "the preset without its TPOT door",
     "adaserve:admit=fifo": "SGLang's first come, first served admission",
     "adaserve:prefill=chunk": "the preset's admission, with SGLang's own prefill-first "
                               "rounds (a prefill round whenever one can be built)",
