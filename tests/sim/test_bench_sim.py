@@ -16,6 +16,7 @@ from adaserve.cli import build_parser
 from adaserve.loadgen import bench
 from adaserve.loadgen.arrivals import build_plan, gamma_times
 from adaserve.loadgen.extend import ExtendError, load_prior
+from adaserve.loadgen.paper_trace import trace_serve_args
 from adaserve.loadgen.records import read_jsonl
 from adaserve.loadgen.workload import prompt_set
 from adaserve.sim.bench import SimBackend
@@ -121,11 +122,9 @@ def test_the_servers_get_a_context_that_fits_the_trace(tmp_path, capsys):
                      "0,100,16,1.2\n500,1500,200,-50\n1000,3000,16,2.4\n")
     serve = ["--backend", "serve", "--trace", str(trace)]
     # 1.1 x 1500 + 32 + 200 = 1882 -> 1920; the third row is past --requests
-    assert bench._serve_args(_args(tmp_path, *serve, "--requests", "2")).split()[-2:] == [
-        "--max-context", "1920"]
-    assert bench._serve_args(_args(tmp_path, *serve, "--requests", "1")) == ""  # fits 1024
-    assert bench._serve_args(_args(tmp_path, *serve, "--requests", "2", "--serve-args",
-                                   "--max-context 4096")) == "--max-context 4096"
+    assert trace_serve_args("", trace, 2).split()[-2:] == ["--max-context", "1920"]
+    assert trace_serve_args("", trace, 1) == ""  # fits 1024
+    assert trace_serve_args("--max-context 4096", trace, 2) == "--max-context 4096"
     argv = [*serve, "--requests", "2", "--serve-args", "--budget 4 --max-context 1024"]
     assert bench.main(_args(tmp_path / "out", *argv)) == 2
     assert "sets --max-context 1024" in capsys.readouterr().err
