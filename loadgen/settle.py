@@ -1,5 +1,5 @@
-"""Before a sweep measures: the machine settled before its first server, and each server
-warmed (``warm``).
+"""Before a sweep measures: the machine settled before its first server, a discarded
+warm-up run on a server of its own (``warm_up_run``), and each server warmed (``warm``).
 
 On the 2-core Intel VM of 2026-11-28 the first server of three sweeps in four ran slower
 than the ones after it: prefill steps of 32-47 prompt tokens in a median 229-259 ms
@@ -95,11 +95,11 @@ def warm_up_run(start: Callable[[], object], run: Callable[[object], dict],
     Settling warmed the cores only, and the sweep's first server kept paying (module
     docstring): over the 15 sweeps on the Intel VM up to 2026-11-29, the first-listed
     policy's end-to-end margin over the best baseline on its first seed was 5.6 points
-    below its margin on the sweep's later seeds (paired, SE 3.0; docs/loadgen.md). What
-    the first load meets cold is the whole path: the load generator's start, the HTTP
-    stack, the page cache, the engine's first prefills. So a whole run of the first point,
-    on a server of a policy that carries nothing over (each measured server is a process
-    of its own), takes that slot."""
+    below its margin on the sweep's later seeds (paired, SE 3.0; docs/loadgen.md). The
+    cause is not known; a first load can meet the whole path cold, not only the cores (the
+    load generator's start, the HTTP stack, the page cache). So a whole run of the first
+    point, on a server of a policy that carries nothing over (each measured server is a
+    process of its own), takes that slot."""
     server = start()
     try:
         row = run(server)["rows"][-1]
