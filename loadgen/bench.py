@@ -198,7 +198,7 @@ def run_point(args, server: ServeProcess, point: Point, seed: int, out: Path,
                else ["--arrival", args.arrival])
     cmd = [sys.executable, "-m", "adaserve.cli", "loadgen", "--host", server.url,
            "--rate", str(point.rate), *arrival, "--cv", str(args.cv),
-           "--requests", str(requests or args.requests), "--mix", args.mix,
+           "--requests", str(args.requests if requests is None else requests), "--mix", args.mix,
            "--urgent", str(point.urgent), "--prompts", args.prompts, "--max-tokens",
            str(args.max_tokens), "--seed", str(seed), "--ttft-slo-ms", str(args.ttft_slo_ms),
            f"--mix-{args.mix_draw}", "--out", str(out)]
@@ -254,8 +254,7 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError("--arm gives servers flags of their own; --backend sim starts "
                              "no server")
         sim = _sim_backend(args, policies)
-        serve_args = (args.serve_args if sim is not None else args.serve_args or ""
-                      if args.trace is None else
+        serve_args = (args.serve_args if sim is not None else
                       trace_serve_args(args.serve_args or "", args.trace, args.requests))
     except (ValueError, OSError) as e:
         print(f"adaserve bench: error: {e}", file=sys.stderr)

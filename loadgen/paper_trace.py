@@ -73,11 +73,14 @@ def at_rate(times: Sequence[float], rate: float) -> list[float]:
     return [(t - t0) * scale for t in times]
 
 
-def trace_serve_args(extra: str, trace: Path | str, requests: int) -> str:
+def trace_serve_args(extra: str, trace: Path | str | None, requests: int) -> str:
     """The servers' flags ``extra`` for a sweep of ``trace``'s first ``requests`` rows, with
     a --max-context that fits its longest request (prompt + output, the prompt with 10% +
     32 tokens to spare for its words-to-tokens estimate, rounded up to 64) where the
-    default would not. ValueError where ``extra`` sets a smaller one."""
+    default would not; ``extra`` as it is without a trace. ValueError where ``extra`` sets
+    a smaller one."""
+    if trace is None:
+        return extra
     import argparse
     import shlex
 

@@ -37,7 +37,7 @@ def run_once(policy: str) -> dict:
     the digest of every decision."""
     import torch
 
-    from adaserve.engine import EngineConfig, SamplingParams
+    from adaserve.engine import EngineConfig, QueueFull, SamplingParams
     from adaserve.engine.core import EngineCore
     from adaserve.engine.engine import encode_chat
     from adaserve.engine.loader import load_models
@@ -84,7 +84,7 @@ def run_once(policy: str) -> dict:
             try:
                 core.add(f"r{sent}", ids, SamplingParams(max_tokens=TOKENS, temperature=0),
                          slos[sent % len(slos)])
-            except Exception as e:  # a refusal is a decision too
+            except QueueFull as e:  # a refusal is a decision too
                 digest.update(f"refused {sent}: {type(e).__name__}".encode())
             sent += 1
         if core.has_work:
@@ -149,12 +149,9 @@ def main() -> int:
                     "the commit (e.g. files checked out from an earlier one); on the page")
     render_flags(ap, NAME)
     args = ap.parse_args()
-    try:
-        runs = kept(NAME, args.out)["runs"]
-    except SystemExit:
-        if args.render:
-            raise
-        runs = []
+    # a measurement adds its run to the kept ones; a render needs them
+    runs = (kept(NAME, args.out)["runs"] if args.render or (args.out / f"{NAME}.json").is_file()
+            else [])
     if not args.render:
         runs.append(measure(args.policies.split(","), args.rounds, args.note))
     write_page(NAME, render(runs), args.out, None if args.render else {"runs": runs})
