@@ -17,21 +17,18 @@ def expected_chain_tokens(alpha: Any, k: int) -> Any:
     """
     if not _is_count(k) or k < 0:
         raise ValueError(f"k (proposed chain length) must be an int >= 0, got {k!r}")
-    a = np.asarray(alpha, dtype=np.float64)
-    if not np.all((a >= 0) & (a <= 1)):
-        raise ValueError("alpha (per-token acceptance rate) must lie in [0, 1]")
-    tokens = np.sum(a[..., None] ** np.arange(k + 1), axis=-1)  # (...,)
+    tokens = np.sum(expected_chain_terms(alpha, k), axis=-1)  # (...,)
     return float(tokens) if tokens.ndim == 0 else tokens
 
 
-def expected_chain_terms(alpha: np.ndarray, k: int) -> np.ndarray:
-    """[n, k + 1] alpha_i^j, j = 0..k, for alpha [n] in [0, 1]: summed over its first d + 1
-    columns, the tokens of a d-deep chain (``expected_chain_tokens``, the same terms and the
-    same summation), for every d <= k from one power table."""
+def expected_chain_terms(alpha: Any, k: int) -> np.ndarray:
+    """[..., k + 1] alpha^j, j = 0..k, for alpha (...) in [0, 1]: summed over its first
+    d + 1 entries, the tokens of a d-deep chain (``expected_chain_tokens`` is that sum), for
+    every d <= k from one power table."""
     a = np.asarray(alpha, dtype=np.float64)
     if not np.all((a >= 0) & (a <= 1)):
         raise ValueError("alpha (per-token acceptance rate) must lie in [0, 1]")
-    return a[:, None] ** np.arange(k + 1)
+    return a[..., None] ** np.arange(k + 1)
 
 
 class _DecayedRatio:
