@@ -38,6 +38,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
+BLOCK_PAGES = (3 << 18) * 4 // 4096  # one activation's pages: 768
+
+
 def _faults(mode: str) -> int:
     out = subprocess.run([sys.executable, "-c", CHURN, mode], capture_output=True, text=True,
                          check=True)
@@ -46,10 +49,13 @@ def _faults(mode: str) -> int:
 
 def test_freed_blocks_are_kept_instead_of_faulted_in_every_iteration():
     churned, kept = _faults("default"), _faults("keep")
-    assert churned > 1000  # the default thresholds release and re-fault (5,376 measured)
-    assert kept < 50  # the engine's keep every page (0 measured)
+    assert churned > 1000  # the default thresholds release and re-fault (3,840-9,985 measured)
+    # the engine's keep every page (0 measured here); CI's runner once took 768, one 3-MiB
+    # block faulted in once: the heap grew a single time past something else's allocation,
+    # not a release and re-fault per iteration, which is at least 1,536 a run
+    assert kept <= BLOCK_PAGES + 50
 
 
 @pytest.mark.slow
 def test_loading_a_model_keeps_freed_memory():
-    assert _faults("load") < 50
+    assert _faults("load") <= BLOCK_PAGES + 50
