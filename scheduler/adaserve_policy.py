@@ -17,6 +17,7 @@ from adaserve.scheduler.config import SchedulerConfig
 from adaserve.scheduler.cost import CalibratedLatency, IterationLatency
 from adaserve.scheduler.depth import MeasuredDepth, need_floor
 from adaserve.scheduler.gate import drafting_pays
+from adaserve.scheduler.lengths import OutputLengths
 from adaserve.scheduler.options import PRESETS, AdaServeOptions
 from adaserve.scheduler.pacing import pace_cap
 from adaserve.scheduler.policy_base import IDLE, BudgetedPolicy, chain_plan, prices_drafting
@@ -96,6 +97,7 @@ class AdaServePolicy(BudgetedPolicy):
         self.adapts_budget = options.budget in ("goodput", "kept")
         self.depth = MeasuredDepth() if options.depth == "measured" else None
         self.calibration = RequestCalibration() if options.calibrate else None
+        self.lengths = OutputLengths()  # finished outputs' lengths, for prefill=recover
         # request -> the most tokens the SLO phase could give it (a_max) at its last
         # drafted selection, for taking it as given up before this iteration's tree exists
         self._best_yield: dict[Hashable, float] = {}
@@ -125,12 +127,15 @@ class AdaServePolicy(BudgetedPolicy):
 
     def prefill_waits(self, batch: BatchView, prompts: PromptQueue, t_plain_s: float,
                       t_prefill_s: float) -> bool:
-        if self.options.prefill != "yield":
+        if self.options.prefill == "chunk":
             return False
         # a step commits the root and, with the request's acceptance rate, a drafted token:
         # a request the chunk sets back by less than that draws even again by speculating
         commit = expected_chain_tokens(self.acceptance.alphas(batch.request_ids), 1)  # [n]
-        return chunk_waits(batch, prompts, t_plain_s, t_prefill_s, self.config.rules, commit)
+        left = (self.lengths.expected_left(batch.decoded_tokens)
+                if self.options.prefill == "recover" else None)  # [n]
+        return chunk_waits(batch, prompts, t_plain_s, t_prefill_s, self.config.rules, commit,
+                           left)
 
     @property
     def _roots_lost(self) -> bool:
@@ -299,8 +304,10 @@ class AdaServePolicy(BudgetedPolicy):
                 self.depth.record(depth, tokens, seconds)
             return
 
-    def forget(self, request_id):
-        super().forget(request_id)
+    def forget(self, request_id, decoded=None):
+        super().forget(request_id, decoded)
+        if decoded is not None:
+            self.lengths.finished(decoded)
         self._best_yield.pop(request_id, None)
         if self.calibration is not None:
             self.calibration.forget(request_id)

@@ -50,6 +50,12 @@ pace is what the server does now, the outcomes what requests like this one got; 
 first swings with every burst, the second lags each one, and a refusal on both is a
 refusal where the server both was and still is missing that SLO.
 
+With ``refuse_tpot=latest`` a request is refused where most of the last finished requests
+at least as tight missed and the latest of them missed too. A majority of 32 outcomes
+flips only after as many keeps as there were misses, and with the door shut those come
+one probe at a time; the latest outcome is what a request admitted after the misses got,
+so one probe that keeps its SLO opens the door until the next miss finishes.
+
 With ``cap`` on, a waiting request is admitted only while the decode step predicted with
 it (the engine's latency model, the batch's contexts and its prompt) stays within the
 tightest TPOT SLO among the requests held and it (``past_step_cap``). Where a decode step
@@ -77,8 +83,8 @@ import numpy as np
 DEFAULT_TTFT_SLO_S = 5.0
 ADMISSIONS = ("fifo", "deadline")
 # the forms of the TPOT door (option ``refuse_tpot``): none, the running peers' pace, the
-# recently finished peers' outcomes, or both at once
-TPOT_DOORS = ("off", "pace", "missed", "both")
+# recently finished peers' outcomes, both at once, or the outcomes where the latest agrees
+TPOT_DOORS = ("off", "pace", "missed", "both", "latest")
 
 
 def ttft_slo_s(own: float | None) -> float:
@@ -207,6 +213,14 @@ class FlowMeter:
         tight = slo <= tpot_slo_s
         return int((tpot[tight] > tpot_slo_s).sum()), int(tight.sum())
 
+    def latest_missed(self, tpot_slo_s: float) -> bool:
+        """Whether the latest finish with a TPOT SLO no looser than ``tpot_slo_s`` had a
+        TPOT longer than it (judged as ``missed``); False with none in the window."""
+        for slo, tpot in reversed(self._outcomes):
+            if slo <= tpot_slo_s:
+                return tpot > tpot_slo_s
+        return False
+
 
 def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: np.ndarray,
             prefilling_tokens: int, free_slots: int, admission: str, prompt_tokens: int,
@@ -266,7 +280,8 @@ def tpot_door(door: str, tpot_slo_s: float | None, flow: FlowMeter,
               held_tpot_slos_s: np.ndarray) -> tuple[str, float] | None:
     """(message, seconds to wait) where the TPOT door of form ``door`` (``TPOT_DOORS``)
     refuses a request with TPOT SLO ``tpot_slo_s`` now (``tpot_refusal``, or
-    ``missed_refusal`` with the held requests' SLOs ``held_tpot_slos_s`` [m]), else None.
+    ``missed_refusal`` with the held requests' SLOs ``held_tpot_slos_s`` [m], for ``latest``
+    where ``FlowMeter.latest_missed`` too), else None.
     The one verdict both servers answer with (the engine's 503, SGLang's through the
     plugin)."""
     if door == "pace":
@@ -275,9 +290,10 @@ def tpot_door(door: str, tpot_slo_s: float | None, flow: FlowMeter,
             return None
         retry = tpot_retry_s(flow)
         return tpot_reason(token_s, tpot_slo_s, retry), retry
-    if door in ("missed", "both"):
+    if door in ("missed", "both", "latest"):
         verdict = missed_refusal(tpot_slo_s, flow, held_tpot_slos_s)
-        if verdict is None or (door == "both" and tpot_refusal(tpot_slo_s, flow) is None):
+        if verdict is None or (door == "both" and tpot_refusal(tpot_slo_s, flow) is None) \
+                or (door == "latest" and not flow.latest_missed(tpot_slo_s)):
             return None
         retry = tpot_retry_s(flow)
         return missed_reason(*verdict, tpot_slo_s, retry), retry

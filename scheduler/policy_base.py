@@ -107,8 +107,9 @@ class Policy(ABC):
         """After verification: request i accepted ``accepted[i]`` ([n] int) of the non-root
         nodes ``selection`` chose for it. Policies that learn from it override this."""
 
-    def forget(self, request_id: Hashable) -> None:
-        """Drop a finished or aborted request's state."""
+    def forget(self, request_id: Hashable, decoded: int | None = None) -> None:
+        """Drop a finished or aborted request's state; ``decoded``: the tokens it decoded
+        after its first, where it decoded (what policies learn output lengths from)."""
         self.acceptance.forget(request_id)
 
     def predict_latency(self, batch: BatchView, plan: SpecPlan, verify_tokens: int) -> float:

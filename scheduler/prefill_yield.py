@@ -46,8 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adaserve.scheduler.authors import AdaServeRules, holds
-from adaserve.scheduler.slo import BatchView
+from adaserve.scheduler.authors import AdaServeRules, holds, raw_need
+from adaserve.scheduler.slo import SLO_EPS, BatchView
 
 # weight of the newest iteration in a step kind's running mean: the last few iterations
 # of a kind (the chunks of one long prompt cost alike; the next prompt's may not)
@@ -88,11 +88,24 @@ class PromptQueue:
 
 
 def chunk_breaks(batch: BatchView, t_plain_s: float, t_prefill_s: float,
-                 rules: AdaServeRules, commit: np.ndarray | float = 1.0) -> np.ndarray:
+                 rules: AdaServeRules, commit: np.ndarray | float = 1.0,
+                 left: np.ndarray | None = None) -> np.ndarray:
     """[n] bool: decoding requests a step of ``t_prefill_s`` pushes further off their SLO
     than ``commit`` tokens (a scalar or [n]: what one speculative step is expected to commit)
-    make up, that a step of ``t_plain_s`` keeps on it (module docstring)."""
-    return holds(batch, t_plain_s, rules) & ~holds(batch, t_prefill_s, rules, commit)  # [n]
+    make up, that a step of ``t_plain_s`` keeps on it (module docstring). With ``left``
+    ([n] tokens each can expect to decode still, NaN: unknown; ``prefill=recover``), only
+    those the plain steps after it cannot bring back by then: each plain step commits
+    ``commit`` tokens in ``t_plain_s``, so a request decoding faster than its SLO makes up
+    ``commit`` - t_plain/SLO tokens of its shortfall a step."""
+    at_t0 = raw_need(batch, t_plain_s, rules)  # [n]
+    keeps = holds(batch, t_plain_s, rules)  # [n]
+    if left is None:
+        return keeps & ~holds(batch, t_prefill_s, rules, commit)  # [n]
+    behind = raw_need(batch, t_prefill_s, rules) - commit  # [n] tokens short after the chunk
+    drift = at_t0 - raw_need(batch, 0.0, rules)  # [n] tokens of pace a plain step costs
+    steps = np.nan_to_num(np.maximum(np.asarray(left, np.float64) - commit, 0.0) / commit)
+    with np.errstate(invalid="ignore"):  # NaN (best effort) compares False
+        return keeps & (behind > np.maximum(commit - drift, 0.0) * steps + SLO_EPS)  # [n]
 
 
 def wait_breaks(prompts: PromptQueue, t_plain_s: float, t_prefill_s: float) -> np.ndarray:
@@ -107,10 +120,11 @@ def wait_breaks(prompts: PromptQueue, t_plain_s: float, t_prefill_s: float) -> n
 
 def chunk_waits(batch: BatchView, prompts: PromptQueue, t_plain_s: float,
                 t_prefill_s: float, rules: AdaServeRules,
-                commit: np.ndarray | float = 1.0) -> bool:
+                commit: np.ndarray | float = 1.0, left: np.ndarray | None = None) -> bool:
     """Whether the chunk breaks more decoding requests than waiting breaks prompts (module
-    docstring); False until both steps are measured, or where a chunk costs nothing."""
+    docstring; ``left`` as ``chunk_breaks``); False until both steps are measured, or where
+    a chunk costs nothing."""
     if math.isnan(t_plain_s) or math.isnan(t_prefill_s) or t_prefill_s <= t_plain_s:
         return False
-    broken = int(chunk_breaks(batch, t_plain_s, t_prefill_s, rules, commit).sum())
+    broken = int(chunk_breaks(batch, t_plain_s, t_prefill_s, rules, commit, left).sum())
     return broken > int(wait_breaks(prompts, t_plain_s, t_prefill_s).sum())

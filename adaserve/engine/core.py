@@ -260,7 +260,7 @@ class EngineCore:
         """Whether the policy holds this iteration's prefill chunk back for the decoding
         requests, weighed against the prompts' TTFT SLOs (option prefill=yield:
         scheduler/prefill_yield.py)."""
-        if (self.policy.prefill != "yield" or not self.n_decode
+        if (self.policy.prefill == "chunk" or not self.n_decode
                 or len(self.slots) == self.n_decode):
             return False  # chunks every iteration, nobody decodes, or no prompt is left
         prompts = self._prefill_order(now)
@@ -450,7 +450,10 @@ class EngineCore:
             self.flow.finished(self.clock(), stats.slo_tpot_s, stats.tpot_s)
         r.phase, r.finish_reason = Phase.DONE, reason
         self.by_id.pop(r.id, None)
-        self.policy.forget(r.id)
+        # what it decoded after its first token, where it decoded: the output lengths the
+        # policy learns from (prefill=recover)
+        decoded = len(r.tokens) - r.n_prompt - 1 if r.t_first is not None else None
+        self.policy.forget(r.id, decoded if decoded is not None and decoded >= 0 else None)
         return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=stats,
                       error=error)
 

@@ -96,7 +96,7 @@ def should_defer_prefill_hook(original, self, running_batch):
     # only a yielding policy pays for the queue and the view, each round; a decode round is
     # measured only after the first draft, which makes the policy (worker.py)
     if worker is None or running_batch.is_empty() or not rounds.measured or \
-            worker.policy.prefill != "yield":
+            worker.policy.prefill == "chunk":
         return deferred
     free = self.max_running_requests - running_batch.batch_size()
     prompts = prompt_queue(self.chunked_req, self.waiting_queue, free, now,

@@ -138,6 +138,7 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self._policy = None
         self.classes, self.default_class = configured_classes()
         self.first_token_at: dict[str, float] = {}
+        self.decoded: dict[str, int] = {}  # rid -> tokens decoded after its first, last seen
         self.view: BatchView | None = None
         self.plan = None
         self.organized: Organized | None = None
@@ -245,8 +246,11 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         live = {req.rid for req in batch.reqs}
         for rid in [r for r in self.first_token_at if r not in live]:
             del self.first_token_at[rid]  # finished or aborted
-            self.policy.forget(rid)  # its acceptance state, which would otherwise grow
+            # its acceptance state, which would otherwise grow; what it decoded by its last
+            # round seen here, the output length the policy learns (prefill=recover)
+            self.policy.forget(rid, self.decoded.pop(rid, None))
         for req in batch.reqs:
+            self.decoded[req.rid] = max(0, len(req.output_ids) - 1)
             if req.rid not in self.first_token_at:
                 self.first_token_at[req.rid] = now
                 stamp_first_token(req, now)

@@ -115,3 +115,21 @@ def test_both_refuses_only_where_the_outcomes_and_the_pace_now_agree():
     assert tpot_door("pace", 0.045, kept, held) is not None
     assert tpot_door("both", 0.045, kept, held) is None
     assert tpot_door("both", 0.045, FlowMeter(), held) is None  # no evidence: nobody refused
+
+
+def test_the_latest_door_opens_once_the_latest_tight_finish_kept_its_slo():
+    flow = FlowMeter()
+    for _ in range(6):
+        flow.finished(0.0, 0.045, 0.046)  # a burst's urgent misses
+    held = np.array([0.045])
+    assert tpot_door("missed", 0.045, flow, held) is not None
+    assert tpot_door("latest", 0.045, flow, held) is not None
+    flow.finished(1.0, 0.045, 0.030)  # a probe kept its SLO: 6 missed of 7 still
+    flow.finished(1.5, 0.2, 0.5)  # a looser request's miss says nothing of this SLO
+    assert tpot_door("missed", 0.045, flow, held) is not None
+    assert tpot_door("latest", 0.045, flow, held) is None
+    assert flow.latest_missed(0.2)  # for the looser class the latest did miss
+    flow.finished(2.0, 0.040, 0.050)  # the next tight one missed: shut again
+    assert tpot_door("latest", 0.045, flow, held) is not None
+    assert tpot_door("latest", 0.045, flow, np.array([0.2])) is None  # nobody that tight held
+    assert not FlowMeter().latest_missed(0.045)

@@ -143,3 +143,58 @@ def test_the_engine_decodes_without_prefilling_while_the_chunk_waits():
     hold = False
     core.step()
     assert long.target_len == core.cfg.prefill_chunk and core.stats[-1].running == 1
+
+
+def test_recover_counts_only_the_decoders_the_plain_steps_cannot_bring_back_in_time():
+    # 10 ms ahead at a 70 ms SLO after 20 tokens: the 0.5-s chunk leaves it ~5 tokens short,
+    # and a 45-ms plain step makes up 1 - 45/70 of a token; so it needs ~14 more tokens
+    near = _one(20 * 0.07 - 0.01)
+    short = float(raw_need(near, T1, RULES)[0]) - 1.0
+    made_up = 1.0 - float(raw_need(near, T0, RULES)[0] - raw_need(near, 0.0, RULES)[0])
+    needed = short / made_up  # plain steps, a token each
+    assert 10 < needed < 20
+    assert chunk_waits(near, NONE, T0, T1, RULES, left=np.array([needed - 2]))
+    assert not chunk_waits(near, NONE, T0, T1, RULES, left=np.array([needed + 2]))
+    assert chunk_waits(near, NONE, T0, T1, RULES, left=np.array([np.nan]))  # unknown: yield's
+    # a plain step slower than the SLO makes nothing up, however long the output
+    assert chunk_waits(near, NONE, 0.08, T1, RULES, left=np.array([1e6]))
+
+
+def test_recover_reads_the_finished_outputs_lengths_not_the_requests_own():
+    near = _one(20 * 0.07 - 0.01)
+    policy = make_policy("adaserve:prefill=recover", SchedulerConfig(budget=4))
+    assert policy.prefill == "recover"
+    assert policy.prefill_waits(near, NONE, T0, T1)  # nothing finished yet: yield's verdict
+    for i in range(8):  # outputs of 25 tokens: 5 left after the 20th, too few to make it up
+        policy.forget(f"short{i}", 25)
+    assert policy.prefill_waits(near, NONE, T0, T1)
+    for i in range(16):  # outputs of 200 tokens now form the median: time enough
+        policy.forget(f"long{i}", 200)
+    assert not policy.prefill_waits(near, NONE, T0, T1)
+    policy.forget("aborted")  # an abort before its first decoded token teaches nothing
+    assert not policy.prefill_waits(near, NONE, T0, T1)
+    # yield never reads them
+    yielding = make_policy("adaserve:prefill=yield", SchedulerConfig(budget=4))
+    for i in range(16):
+        yielding.forget(f"long{i}", 200)
+    assert yielding.prefill_waits(near, NONE, T0, T1)
+
+
+def test_the_engine_tells_the_policy_each_finished_outputs_length():
+    """The real engine loop (simulated model): at its finish the policy learns how many
+    tokens a request decoded after its first; nothing for one that never started."""
+    from adaserve.engine.sampling import SamplingParams
+    from adaserve.sim.driver import build
+    from adaserve.sim.setups import Deployment
+
+    setup = Deployment.load("paper-llama3.1-70b").setup("adaserve:prefill=recover", max_batch=2)
+    core, _ = build(setup, max_context=8192, max_waiting=8)
+    told = []
+    forget = core.policy.forget
+    core.policy.forget = lambda rid, decoded=None: told.append((rid, decoded)) or forget(
+        rid, decoded)
+    core.add("a", [0] * 16, SamplingParams(max_tokens=12))
+    core.add("b", [0] * 16, SamplingParams(max_tokens=5))
+    while core.n_decode or core.waiting or core.slots:
+        core.step()
+    assert sorted(told) == [("a", 11), ("b", 4)]  # max_tokens, less the first token
