@@ -137,12 +137,15 @@ def _fraction(value: str) -> float:
 # development set, results/sim/dev-options.md, and the served one, results/dev-served-yield-
 # recover; refuse_tpot=missed never acted on the simulated development set,
 # results/sim/dev-options-refuse-missed.md, and led the baselines at every point of the
-# served one on the Intel CPU, results/dev-served-intel-refuse-missed);
+# served one on the Intel CPU, results/dev-served-intel-refuse-missed; since 2026-11-29
+# refuse_tpot=latest, which refuses where missed would and the latest tight finish missed
+# too: on the served development set it refused 61 of 720 requests where missed refused
+# 74, and led missed at 1.5 and 2.0 req/s, results/dev-served-intel-latest);
 # ``adaserve-authors``: none of them.
 PRESETS: dict[str, AdaServeOptions] = {
     "adaserve": AdaServeOptions(pace=0.7, triage=True, depth="measured", floor=True,
                                 admit="deadline", budget="goodput", prefill="yield",
-                                refuse_tpot="missed"),
+                                refuse_tpot="latest"),
     "adaserve-authors": AdaServeOptions(),
 }
 

@@ -15,7 +15,7 @@ def test_presets_are_the_best_configuration_and_the_authors_scheduler():
     assert PRESETS["adaserve"] == AdaServeOptions(pace=0.7, triage=True, depth="measured",
                                                   floor=True, admit="deadline",
                                                   budget="goodput", prefill="yield",
-                                                  refuse_tpot="missed")
+                                                  refuse_tpot="latest")
     assert PRESETS["adaserve-authors"] == AdaServeOptions()  # every option off
     assert make_policy("adaserve", SchedulerConfig(budget=8)).options == PRESETS["adaserve"]
 
@@ -25,7 +25,7 @@ def test_a_spec_changes_only_the_options_it_names():
     assert cls is AdaServePolicy
     assert opts == AdaServeOptions(pace=None, triage=True, depth="eq8", floor=True,
                                    admit="deadline", budget="goodput", prefill="yield",
-                                   refuse_tpot="missed")
+                                   refuse_tpot="latest")
     # the TPOT door's spellings: on/off from the days it had one form, the pace
     assert policy_options("adaserve:refuse_tpot=on")[1].refuse_tpot == "pace"
     assert policy_options("adaserve:refuse_tpot=off")[1].refuse_tpot == "off"
@@ -66,9 +66,9 @@ def test_only_what_an_option_turns_on_is_built():
     assert make_policy("adaserve:refuse=on", SchedulerConfig(budget=8)).refuses
     assert not ours.refuses and not authors.refuses
     assert not make_policy("incremental", SchedulerConfig(budget=8)).refuses
-    # the TPOT door: the preset keeps its missed form, the authors' scheduler and the
+    # the TPOT door: the preset keeps its latest form, the authors' scheduler and the
     # baselines none
-    assert ours.tpot_door == "missed" and authors.tpot_door == "off"
+    assert ours.tpot_door == "latest" and authors.tpot_door == "off"
     assert make_policy("incremental", SchedulerConfig(budget=8)).tpot_door == "off"
 
 

@@ -12,7 +12,7 @@ from live_server import LIVE_POLICY, start  # noqa: E402
 @pytest.fixture(scope="session")
 def live(models):
     """The default server: the adaserve preset without its TPOT door, 32 slots, a queue
-    of 1024. The door (refuse_tpot=missed) judges a request by how the last requests as
+    of 1024. The door (refuse_tpot=latest) judges a request by how the last requests as
     tight did, and this server is shared by the whole session: on a slow machine urgent
     requests of earlier tests miss 100 ms and a later test's urgent ones are refused. The
     tests here are about the contract, not the door, which has its own servers

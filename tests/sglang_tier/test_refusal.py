@@ -165,7 +165,7 @@ def test_nobody_is_refused_on_no_evidence_by_a_policy_that_does_not_refuse_or_el
     # rounds without two departures, and a server not running ADASERVE
     for s, _ in (scheduler(ahead, rounds=unmeasured), scheduler(ahead, worker=False)):
         assert not door.abort_on_queued_limit_hook(lambda self, r: False, s, late)
-    # refuse=off (its TPOT door, refuse_tpot=missed, has seen no request finish)
+    # refuse=off (its TPOT door, refuse_tpot=latest, has seen no request finish)
     monkeypatch.setenv("ADASERVE_POLICY", "adaserve")
     admission.served_options.cache_clear()
     s, sent = scheduler(ahead)
