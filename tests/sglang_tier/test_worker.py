@@ -285,3 +285,22 @@ def test_alternate_verifies_ragged_and_uniform_in_turn(monkeypatch):
         kinds.append((isinstance(verify, RaggedVerifyInput), w.ragged))
     assert kinds == [(True, True), (False, False), (True, True), (False, False)]
     configured_classes.cache_clear()
+
+
+def test_a_request_gone_from_the_batch_tells_the_policy_what_it_decoded(worker, monkeypatch):
+    """The output lengths prefill=recover reads: a request the worker saw decoding and no
+    longer sees is forgotten with the tokens it had after its first at its last round."""
+    told = []
+    forget = worker.policy.forget
+    monkeypatch.setattr(worker.policy, "forget", lambda rid, decoded=None: (
+        told.append((rid, decoded)), forget(rid, decoded)))
+    a = _req("a", {"slo_class": "urgent", "tpot_slo_ms": 20.0}, 10, 5)
+    b = _req("b", {"slo_class": "relaxed", "tpot_slo_ms": 400.0}, 10, 1)
+    worker.batch_view(SimpleNamespace(reqs=[a, b]))
+    a.output_ids = list(range(9))  # a grew by four tokens in the next round
+    worker.batch_view(SimpleNamespace(reqs=[a, b]))
+    worker.batch_view(SimpleNamespace(reqs=[b]))  # a finished
+    assert told == [("a", 8)]
+    worker.batch_view(SimpleNamespace(reqs=[]))
+    assert told == [("a", 8), ("b", 0)]
+    assert not worker.decoded and not worker.first_token_at
