@@ -15,7 +15,7 @@ from collections import deque
 
 import numpy as np
 
-WINDOW = 64  # the last finished outputs remembered: a few seconds of a served sweep
+WINDOW = 64  # the last finished outputs remembered: half a minute of a served sweep at 2 req/s
 MIN_SEEN = 8  # fewer finished outputs longer than o say nothing of what follows o
 
 

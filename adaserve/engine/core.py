@@ -258,7 +258,7 @@ class EngineCore:
 
     def _chunk_waits(self, now: float) -> bool:
         """Whether the policy holds this iteration's prefill chunk back for the decoding
-        requests, weighed against the prompts' TTFT SLOs (option prefill=yield:
+        requests, weighed against the prompts' TTFT SLOs (option prefill=yield or recover:
         scheduler/prefill_yield.py)."""
         if (self.policy.prefill == "chunk" or not self.n_decode
                 or len(self.slots) == self.n_decode):
