@@ -53,13 +53,15 @@ def settled(monkeypatch):
     return asked
 
 
-warmups: list = []  # (server policy, point, seed, requests, server) of each warm-up run
+@pytest.fixture
+def warmups():
+    """(server policy, point, seed, requests, server) of each warm-up run ``sweep`` served."""
+    return []
 
 
 @pytest.fixture
-def sweep(monkeypatch):
+def sweep(monkeypatch, warmups):
     made, servers = [], []
-    warmups.clear()
 
     def start(policy, scale, extra, log, baseline):
         servers.append((policy, scale, log.name))
@@ -287,7 +289,8 @@ def test_a_sweep_settles_the_machine_once_before_its_first_server_and_says_so(
 
 
 def test_a_warm_up_run_is_served_and_discarded_before_the_first_measured_server(tmp_path,
-                                                                                 sweep):
+                                                                                 sweep,
+                                                                                 warmups):
     made, servers = sweep
     bench.main(_args(tmp_path, scales="1.0,0.6", seed=7, warmup_requests=None))
     # its own `incremental` server first, the first point, a seed outside the sweep's
