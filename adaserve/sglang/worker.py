@@ -138,7 +138,8 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
         self._policy = None
         self.classes, self.default_class = configured_classes()
         self.first_token_at: dict[str, float] = {}
-        self.decoded: dict[str, int] = {}  # rid -> tokens decoded after its first, last seen
+        # rid -> tokens decoded after its first, as the last view had them
+        self.decoded: dict[str, int] = {}
         self.view: BatchView | None = None
         self.plan = None
         self.organized: Organized | None = None
@@ -248,14 +249,14 @@ class AdaServeDraftWorker(StandaloneDraftWorker):
             del self.first_token_at[rid]  # finished or aborted
             # its acceptance state, which would otherwise grow; what it decoded by its last
             # round seen here, the output length the policy learns (prefill=recover)
-            self.policy.forget(rid, self.decoded.pop(rid, None))
+            self.policy.forget(rid, self.decoded.get(rid))
         for req in batch.reqs:
-            self.decoded[req.rid] = max(0, len(req.output_ids) - 1)
             if req.rid not in self.first_token_at:
                 self.first_token_at[req.rid] = now
                 stamp_first_token(req, now)
-        return view_of(batch.reqs, self.classes, self.default_class, self.first_token_at,
-                       now)
+        view = view_of(batch.reqs, self.classes, self.default_class, self.first_token_at, now)
+        self.decoded = dict(zip(view.request_ids, view.decoded_tokens.tolist()))
+        return view
 
     def draft(self, batch, *, with_topology: bool = False):
         if batch.forward_mode.is_idle() or not batch.reqs:
