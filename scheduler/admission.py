@@ -56,6 +56,15 @@ flips only after as many keeps as there were misses, and with the door shut thos
 one probe at a time; the latest outcome is what a request admitted after the misses got,
 so one probe that keeps its SLO opens the door until the next miss finishes.
 
+With ``refuse_tpot=probe`` a kept outcome lets in one request, not all of them: a request is
+refused where ``latest`` would, and also where, most of the last finished at least as tight
+having missed, one at least as tight has been admitted since the latest of them finished
+(``FlowMeter.probed``). Under ``latest`` a kept probe opens the door for a whole decode, until
+the next miss finishes, and under heavy load what it lets in then misses (on served test
+seeds 166-168 at 3 req/s, 86 requests missed their TPOT SLO against 53 under ``missed``).
+Each kept outcome admitting one more holds the tight class's number while the evidence says
+it misses, and lets it grow by one a kept finish, as acknowledgements clock a sender.
+
 With ``cap`` on, a waiting request is admitted only while the decode step predicted with
 it (the engine's latency model, the batch's contexts and its prompt) stays within the
 tightest TPOT SLO among the requests held and it (``past_step_cap``). Where a decode step
@@ -83,8 +92,9 @@ import numpy as np
 DEFAULT_TTFT_SLO_S = 5.0
 ADMISSIONS = ("fifo", "deadline")
 # the forms of the TPOT door (option ``refuse_tpot``): none, the running peers' pace, the
-# recently finished peers' outcomes, both at once, or the outcomes where the latest agrees
-TPOT_DOORS = ("off", "pace", "missed", "both", "latest")
+# recently finished peers' outcomes, both at once, the outcomes where the latest agrees, or
+# that with one probe let in for each kept outcome
+TPOT_DOORS = ("off", "pace", "missed", "both", "latest", "probe")
 
 
 def ttft_slo_s(own: float | None) -> float:
@@ -152,6 +162,12 @@ class FlowMeter:
         self._paces: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=window)
         # per finish with a TPOT SLO and a TPOT (two tokens or more): (SLO s, TPOT s)
         self._outcomes: deque[tuple[float, float]] = deque(maxlen=window)
+        # the order of events: each outcome's and each admission's place in it, so the door
+        # can tell what was admitted after an outcome without a clock both servers share
+        self._seq = 0
+        self._outcome_seq: deque[int] = deque(maxlen=window)
+        # per admission of a request with a TPOT SLO: (SLO s, place in the order)
+        self._admitted: deque[tuple[float, int]] = deque(maxlen=window)
 
     def finished(self, t: float, tpot_slo_s: float | None = None,
                  tpot_s: float | None = None) -> None:
@@ -159,7 +175,15 @@ class FlowMeter:
         (None: best effort, or fewer than two tokens, so no TPOT) where it had both."""
         self._finishes.append(t)
         if tpot_slo_s is not None and tpot_s is not None:
+            self._seq += 1
             self._outcomes.append((tpot_slo_s, tpot_s))
+            self._outcome_seq.append(self._seq)
+
+    def admitted(self, tpot_slo_s: float | None) -> None:
+        """A request with TPOT SLO ``tpot_slo_s`` (None: best effort, not filed) was let in."""
+        if tpot_slo_s is not None:
+            self._seq += 1
+            self._admitted.append((tpot_slo_s, self._seq))
 
     def iteration(self, seconds: float, tpot_slos_s: np.ndarray | None = None,
                   tokens: np.ndarray | None = None) -> None:
@@ -221,6 +245,15 @@ class FlowMeter:
                 return tpot > tpot_slo_s
         return False
 
+    def probed(self, tpot_slo_s: float) -> bool:
+        """Whether a request with a TPOT SLO no looser than ``tpot_slo_s`` was admitted
+        after the latest finish that tight (of the last ``window`` admissions); with no such
+        finish in the window, whether any was admitted at all."""
+        latest = next((seq for (slo, _), seq in zip(reversed(self._outcomes),
+                                                    reversed(self._outcome_seq))
+                       if slo <= tpot_slo_s), 0)
+        return any(slo <= tpot_slo_s and seq > latest for slo, seq in self._admitted)
+
 
 def refusal(now: float, waiting_submitted_s: np.ndarray, waiting_prompt_tokens: np.ndarray,
             prefilling_tokens: int, free_slots: int, admission: str, prompt_tokens: int,
@@ -281,7 +314,8 @@ def tpot_door(door: str, tpot_slo_s: float | None, flow: FlowMeter,
     """(message, seconds to wait) where the TPOT door of form ``door`` (``TPOT_DOORS``)
     refuses a request with TPOT SLO ``tpot_slo_s`` now (``tpot_refusal``, or
     ``missed_refusal`` with the held requests' SLOs ``held_tpot_slos_s`` [m], for ``latest``
-    where ``FlowMeter.latest_missed`` too), else None.
+    where ``FlowMeter.latest_missed`` too, for ``probe`` where that or ``FlowMeter.probed``),
+    else None.
     The one verdict both servers answer with (the engine's 503, SGLang's through the
     plugin)."""
     if door == "pace":
@@ -290,10 +324,12 @@ def tpot_door(door: str, tpot_slo_s: float | None, flow: FlowMeter,
             return None
         retry = tpot_retry_s(flow)
         return tpot_reason(token_s, tpot_slo_s, retry), retry
-    if door in ("missed", "both", "latest"):
+    if door in ("missed", "both", "latest", "probe"):
         verdict = missed_refusal(tpot_slo_s, flow, held_tpot_slos_s)
         if verdict is None or (door == "both" and tpot_refusal(tpot_slo_s, flow) is None) \
-                or (door == "latest" and not flow.latest_missed(tpot_slo_s)):
+                or (door == "latest" and not flow.latest_missed(tpot_slo_s)) \
+                or (door == "probe" and not (flow.latest_missed(tpot_slo_s)
+                                             or flow.probed(tpot_slo_s))):
             return None
         retry = tpot_retry_s(flow)
         return missed_reason(*verdict, tpot_slo_s, retry), retry

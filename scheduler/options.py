@@ -14,7 +14,7 @@ each ablated on its own (results/sim/ablation.md), not a family of names:
 | ``budget`` | ``profile``/``goodput``/``kept`` | verify the profile's B every iteration, or, with the cost-aware planning, the count among B and n x (d + 1) predicted to give the most tokens per second (``budget.goodput_budget``); ``kept``: the same, counting only the tokens pacing lets each request keep |
 | ``lost`` | ``serve``/``roots`` | what becomes of a request triage gave up: it still competes for the throughput phase's nodes (the authors' way), or it verifies its root alone and counts in no choice of depth, so its tokens stop lengthening everyone's iteration; acts where planning is cost-aware |
 | ``refuse`` | ``on``/``off`` | a request predicted to miss its TTFT SLO on arrival is refused, 503 with Retry-After (``admission.predicted_ttft``); a refusal counts as a miss |
-| ``refuse_tpot`` | ``off``/``pace`` (``on``)/``missed``/``both``/``latest`` | the TPOT door, 503 with Retry-After, a refusal a miss: ``pace`` refuses a request whose TPOT SLO is shorter than the time a token has taken the running requests at least as tight as it (``admission.tpot_refusal``); ``missed``, one where more of the last finished requests at least as tight missed its SLO than kept it, while one that tight is held (``admission.missed_refusal``); ``both``, one both would refuse; ``latest``, one ``missed`` refuses where the latest finished request at least as tight missed too (``FlowMeter.latest_missed``) |
+| ``refuse_tpot`` | ``off``/``pace`` (``on``)/``missed``/``both``/``latest``/``probe`` | the TPOT door, 503 with Retry-After, a refusal a miss: ``pace`` refuses a request whose TPOT SLO is shorter than the time a token has taken the running requests at least as tight as it (``admission.tpot_refusal``); ``missed``, one where more of the last finished requests at least as tight missed its SLO than kept it, while one that tight is held (``admission.missed_refusal``); ``both``, one both would refuse; ``latest``, one ``missed`` refuses where the latest finished request at least as tight missed too (``FlowMeter.latest_missed``); ``probe``, one ``latest`` refuses or ``missed`` refuses after one at least as tight was admitted since the latest such finish (``FlowMeter.probed``) |
 | ``gate`` | ``on``/``off`` | the planned draft runs only if it keeps more requests at pace than the plain step does (``gate.drafting_pays``), else the iteration drafts nothing; acts where planning is cost-aware |
 | ``prefill`` | ``chunk``/``yield``/``recover`` | the engine prefills a chunk every iteration beside the decodes, or the chunk waits where a step with it would push more decoding requests off their SLO (that a plain step keeps on it) than waiting pushes prompts past their TTFT SLO (``prefill_yield.chunk_waits``); ``recover``: as ``yield``, counting only the decoders that the plain steps after it cannot bring back within the tokens the recently finished outputs say they have left (``lengths.OutputLengths``) |
 | ``cap`` | ``on``/``off`` | the engine admits no request whose joining would make the predicted decode step longer than the tightest TPOT SLO among the requests it holds and the one it admits (``admission.past_step_cap``); off: it admits while it has slots |
@@ -39,7 +39,7 @@ LOSTS = ("serve", "roots")
 PREFILLS = ("chunk", "yield", "recover")
 # the options that are on or off
 SWITCHES = ("triage", "floor", "calibrate", "refuse", "gate", "cap")
-TPOT_DOORS = ("off", "pace", "missed", "both", "latest")  # = admission.TPOT_DOORS (options imports nothing)
+TPOT_DOORS = ("off", "pace", "missed", "both", "latest", "probe")  # = admission.TPOT_DOORS (options imports nothing)
 _ON = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 
 
@@ -55,7 +55,7 @@ class AdaServeOptions:
     calibrate: bool = False
     admit: Literal["fifo", "deadline"] = "fifo"
     refuse: bool = False
-    refuse_tpot: Literal["off", "pace", "missed", "both", "latest"] = "off"
+    refuse_tpot: Literal["off", "pace", "missed", "both", "latest", "probe"] = "off"
     budget: Literal["profile", "goodput", "kept"] = "profile"
     lost: Literal["serve", "roots"] = "serve"
     gate: bool = False

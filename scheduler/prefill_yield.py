@@ -97,12 +97,12 @@ def chunk_breaks(batch: BatchView, t_plain_s: float, t_prefill_s: float,
     those the plain steps after it cannot bring back by then: each plain step commits
     ``commit`` tokens in ``t_plain_s``, so a request decoding faster than its SLO makes up
     ``commit`` - t_plain/SLO tokens of its shortfall a step."""
-    at_t0 = raw_need(batch, t_plain_s, rules)  # [n]
     keeps = holds(batch, t_plain_s, rules)  # [n]
     if left is None:
         return keeps & ~holds(batch, t_prefill_s, rules, commit)  # [n]
     behind = raw_need(batch, t_prefill_s, rules) - commit  # [n] tokens short after the chunk
-    drift = at_t0 - raw_need(batch, 0.0, rules)  # [n] tokens of pace a plain step costs
+    # [n] tokens of pace a plain step costs
+    drift = raw_need(batch, t_plain_s, rules) - raw_need(batch, 0.0, rules)
     steps = np.nan_to_num(np.maximum(np.asarray(left, np.float64) - commit, 0.0) / commit)
     with np.errstate(invalid="ignore"):  # NaN (best effort) compares False
         return keeps & (behind > np.maximum(commit - drift, 0.0) * steps + SLO_EPS)  # [n]

@@ -120,6 +120,7 @@ class EngineCore:
                     t_submit=self.clock())
         self.waiting.append(r)
         self.by_id[request_id] = r
+        self.flow.admitted(r.slo.tpot_s)  # what the door let in (refuse_tpot=probe)
         return r
 
     def check(self, prompt_ids: list[int], params: SamplingParams, waiting: int,
@@ -275,7 +276,7 @@ class EngineCore:
         n = len(reqs)
         slo = _tpot_slos(reqs)
         lat = np.array([0.0 if r.t_first is None else now - r.t_first for r in reqs])
-        dec = np.array([max(0, len(r.tokens) - r.n_prompt - 1) for r in reqs], np.int64)
+        dec = np.array([r.decoded for r in reqs], np.int64)
         ctx = np.array([r.target_len for r in reqs], np.int64)
         # R: tokens max_tokens still allows (an upper bound when EOS may end it sooner)
         left = np.array([r.params.max_tokens - (len(r.tokens) - r.n_prompt) for r in reqs],
@@ -452,8 +453,7 @@ class EngineCore:
         self.by_id.pop(r.id, None)
         # what it decoded after its first token, where it decoded: the output lengths the
         # policy learns from (prefill=recover)
-        decoded = len(r.tokens) - r.n_prompt - 1 if r.t_first is not None else None
-        self.policy.forget(r.id, decoded if decoded is not None and decoded >= 0 else None)
+        self.policy.forget(r.id, r.decoded if r.t_first is not None else None)
         return Output(r.id, added, delta, finished=True, finish_reason=reason, stats=stats,
                       error=error)
 

@@ -75,6 +75,11 @@ class Request:
     def output_ids(self) -> list[int]:
         return self.tokens[self.n_prompt:]
 
+    @property
+    def decoded(self) -> int:
+        """Tokens decoded after the first (which the prefill emits); 0 before it."""
+        return max(0, len(self.tokens) - self.n_prompt - 1)
+
     def stats(self) -> RequestStats:
         n_out = len(self.tokens) - self.n_prompt
         tpot = None

@@ -61,7 +61,7 @@ TARGETS = {
     "standalone hidden states": HIDDEN,
     "admission by TTFT deadline (the waiting queue's order)": CALC_PRIORITY,
     "prefill=yield/recover (a prefill round defers to the decodes)": DEFER_PREFILL,
-    "refuse=on, refuse_tpot=pace/missed/both/latest (the doors: 503 for a first token predicted late, "
+    "refuse=on, refuse_tpot=pace/missed/both/latest/probe (the doors: 503 for a first token predicted late, "
     "or a TPOT SLO its peers are missing)": QUEUED_LIMIT,
     "ragged verify: triton target-verify metadata": TRITON_METADATA,
     "ragged verify: SGLang's verify step": "sglang.srt.speculative.eagle_worker_common"

@@ -108,8 +108,10 @@ def abort_on_queued_limit_hook(original, self, recv_req) -> bool:
 
     if adaserve_draft_worker(self) is None:
         return False
-    verdict = refusal_reason(self, recv_req, rounds_of(self), time.perf_counter())
+    rounds = rounds_of(self)
+    verdict = refusal_reason(self, recv_req, rounds, time.perf_counter())
     if verdict is None:
+        rounds.flow.admitted(tpot_slo_s(recv_req))  # what the door let in (refuse_tpot=probe)
         return False
     from sglang.srt.managers.scheduler import _make_abort_req
 

@@ -133,3 +133,61 @@ def test_the_latest_door_opens_once_the_latest_tight_finish_kept_its_slo():
     assert tpot_door("latest", 0.045, flow, held) is not None
     assert tpot_door("latest", 0.045, flow, np.array([0.2])) is None  # nobody that tight held
     assert not FlowMeter().latest_missed(0.045)
+
+
+def test_the_probe_door_lets_in_one_request_for_each_kept_outcome():
+    """``refuse_tpot=probe``: where most tight finishes missed, a kept latest outcome lets
+    in one request at least as tight, not all of them; the next kept outcome one more."""
+    flow = FlowMeter()
+    for _ in range(6):
+        flow.finished(0.0, 0.045, 0.046)  # a burst's urgent misses
+    held = np.array([0.045])
+    assert flow.probed(0.045) is False
+    flow.admitted(0.045)  # admitted before the latest finish: not spent on this outcome
+    flow.finished(1.0, 0.045, 0.030)  # a probe kept its SLO: 6 missed of 7 still
+    assert tpot_door("probe", 0.045, flow, held) is None  # one may come in
+    flow.admitted(0.2)  # a looser request spends nothing of the tight class's probe
+    flow.admitted(None)  # nor does a best-effort one
+    assert tpot_door("probe", 0.045, flow, held) is None
+    flow.admitted(0.045)  # it came in
+    assert flow.probed(0.045) and not flow.probed(0.040)  # spent for 45 ms, not for 40
+    message, _ = tpot_door("probe", 0.045, flow, held)
+    assert message == missed_reason(6, 7, 0.045, 1.0 / 6)
+    assert tpot_door("latest", 0.045, flow, held) is None  # latest would let it in
+    assert tpot_door("probe", 0.045, flow, np.array([0.2])) is None  # nobody tight held
+    flow.finished(2.0, 0.045, 0.040)  # that one kept it too: one more may come in
+    assert tpot_door("probe", 0.045, flow, held) is None
+    flow.admitted(0.040)  # a tighter one spends it
+    assert tpot_door("probe", 0.045, flow, held) is not None
+    flow.finished(3.0, 0.045, 0.050)  # a miss finished: shut as latest is
+    assert tpot_door("probe", 0.045, flow, held) is not None
+    kept = _finished([(0.045, 0.040)] * 3)  # most kept: the door is open, probed or not
+    kept.admitted(0.045)
+    assert tpot_door("probe", 0.045, kept, held) is None
+
+
+def test_the_engine_files_each_request_it_admits_for_the_probe_door():
+    """The engine loop tells its meter what it let in (``EngineCore.add``), so the probe
+    door can count: tight requests arrive while most tight finishes missed and the latest
+    kept. The first is admitted, the next refused while it is held; a loose one is not;
+    the next kept finish lets one more in."""
+    from adaserve.engine.core import QueueFull
+    from adaserve.engine.sampling import SamplingParams
+    from adaserve.scheduler import SLO
+    from adaserve.sim.driver import build
+    from adaserve.sim.setups import Deployment
+
+    setup = Deployment.load("paper-llama3.1-70b").setup("adaserve:refuse_tpot=probe")
+    core, _ = build(setup, max_context=4096, max_waiting=64)
+    for t in range(5):
+        core.flow.finished(float(t), 0.045, 0.060)
+    core.flow.finished(5.0, 0.045, 0.030)  # the latest kept its SLO
+    slo, params = SLO.from_ms(45.0), SamplingParams(max_tokens=16)
+    core.add("first", [1] * 8, params, slo)
+    with pytest.raises(QueueFull, match="TPOT SLO of 45 ms"):
+        core.add("second", [1] * 8, params, slo)
+    core.add("loose", [1] * 8, params, SLO.from_ms(500.0))
+    core.flow.finished(6.0, 0.045, 0.030)  # another kept: 5 missed of 7 still
+    core.add("third", [1] * 8, params, slo)
+    with pytest.raises(QueueFull, match="5 of the 7"):
+        core.add("fourth", [1] * 8, params, slo)

@@ -138,3 +138,22 @@ def test_the_hook_refuses_a_class_that_mostly_missed_while_one_is_running(monkey
     message = refused(s, sent)
     assert "TPOT SLO of 45 ms" in message and "2 of the 3" in message
     assert retry_after_s(late_of(message)) == 2  # a finish every 2 s
+
+
+def test_the_hook_files_what_it_admits_so_the_probe_door_lets_one_in_per_kept_outcome(
+        monkeypatch):
+    import sglang.srt.managers.scheduler as sglang_scheduler
+
+    monkeypatch.setenv("ADASERVE_POLICY", "adaserve:refuse_tpot=probe")
+    admission.served_options.cache_clear()
+    monkeypatch.setattr(sglang_scheduler, "get_serving",
+                        lambda: SimpleNamespace(weight_version="default"))
+    rounds = Rounds()
+    for t, tpot in ((1.0, 0.06), (3.0, 0.07), (5.0, 0.04)):  # 2 of 3 missed, the latest kept
+        rounds.flow.finished(t, 0.045, tpot)
+    s, sent = scheduler(rounds=rounds, running_reqs=[req("a", tpot_slo_ms=45.0)])
+    assert not door.abort_on_queued_limit_hook(lambda self, r: False, s,
+                                               req("first", tpot_slo_ms=45.0))
+    assert rounds.flow.probed(0.045)
+    message = refused(s, sent)  # the second, while the first is held
+    assert "TPOT SLO of 45 ms" in message and "2 of the 3" in message
