@@ -1,5 +1,6 @@
 """results/served_tally.md: the served default against its baselines over every served test
-point, read from the kept sweep pages (nothing is run).
+point, read from the kept sweep pages (nothing is run), a section for each machine and
+preset (the default changed under the sweeps: its TPOT door came on 2026-11-28).
 
 Issue 38's served goal is read per point (loadgen/report.py's goals: where the best
 baseline is below 60% on the paper's reading). One point's ratio rests on two or three
@@ -24,19 +25,45 @@ from benchmarks.shared.page import Made, table
 
 from adaserve.loadgen.report import best_baseline, cells, mean_of, seed_differences
 
-# The served test sweeps that ran today's preset, and its spec on each: the runs before
-# 2026-11-27 13:00 UTC ran it by its options' name. Development sweeps are not here.
+# The served test sweeps of the short-prompt workload, by the machine and the preset they
+# ran, with the preset's spec on each page: the runs before 2026-11-27 13:00 UTC ran it by
+# its options' name, and a page that ran an earlier preset beside the one of its day names
+# it by its options too. Development sweeps are not here.
 SWEEPS = (("test-served-yield-deadline", "adaserve:prefill=yield,admit=deadline"),
           ("test-served-default", "adaserve"),
           ("test-served-steady", "adaserve"),
           ("test-served-cap", "adaserve"),
           ("test-served-138", "adaserve"))
+# the Intel Xeon (2026-11-28/29, rates for that slower machine): the preset without a TPOT
+# door, with refuse_tpot=missed (2026-11-28 21:25 to 2026-11-29 12:33 UTC), with latest
+INTEL_OFF = (("test-served-intel", "adaserve"), ("test-served-intel-more", "adaserve"),
+             ("test-served-intel-settled", "adaserve"),
+             ("test-served-intel-refuse-tpot", "adaserve"),
+             ("test-served-intel-refuse-tpot-b", "adaserve"),
+             ("test-served-intel-missed", "adaserve:refuse_tpot=off"),
+             ("test-served-intel-missed-157", "adaserve:refuse_tpot=off"))
+INTEL_MISSED = (("test-served-intel-missed", "adaserve"),
+                ("test-served-intel-missed-157", "adaserve"),
+                ("test-served-intel-missed-160", "adaserve"),
+                ("test-served-intel-warm-163", "adaserve"),
+                ("test-served-intel-latest", "adaserve:refuse_tpot=missed"))
+INTEL_LATEST = (("test-served-intel-latest", "adaserve"),)
 BASELINES = ("incremental", "turbospec")
 # the long-context workload's test sweeps (2-8k-token documents), with the static chain
 LONG_SWEEPS = (("test-longctx-yield-deadline", "adaserve:prefill=yield,admit=deadline"),
                ("test-longctx-default", "adaserve"),
                ("test-longctx-kernel", "adaserve"))
 LONG_BASELINES = ("incremental", "turbospec", "chain-4")
+# the page's sections: (heading, sweeps, baselines)
+SECTIONS = (
+    ("Short prompts, AMD EPYC: the preset of 2026-11-27 (no TPOT door)", SWEEPS, BASELINES),
+    ("Short prompts, Intel Xeon: the preset without a TPOT door", INTEL_OFF, BASELINES),
+    ("Short prompts, Intel Xeon: the preset with `refuse_tpot=missed` "
+     "(2026-11-28 21:25 to 2026-11-29 12:33 UTC)", INTEL_MISSED, BASELINES),
+    ("Short prompts, Intel Xeon: today's preset (`refuse_tpot=latest`, since 2026-11-29 "
+     "12:33 UTC)", INTEL_LATEST, BASELINES),
+    ("Long contexts (2-8k-token documents), AMD EPYC: the preset of 2026-11-27",
+     LONG_SWEEPS, LONG_BASELINES))
 # (the reading's field in loadgen/report.py's Cell, the page's name for it)
 READINGS = (("paper", "the paper's reading"), ("e2e", "end to end"), ("attainment", "TPOT"))
 
@@ -86,6 +113,9 @@ def section(data: dict) -> list[str]:
     """One workload's table of points and its pooled differences."""
     rows, pooled = data["rows"], data["pooled"]
     base = ", ".join(f"`{b}`" for b in data["baselines"])
+    if not rows:
+        return [f"No point of these sweeps has the best baseline ({base}) below 60% on the "
+                "paper's reading: none is a goal point."]
     lines = [f"Where the best baseline ({base}) is below 60% on the paper's reading, the "
              "default's attainment over the best baseline's, per reading (the best baseline "
              "taken on that reading), from each sweep page's own runs (their command, "
@@ -119,12 +149,12 @@ def section(data: dict) -> list[str]:
     return lines
 
 
-def page(data: dict, made: Made, long: dict | None = None) -> list[str]:
+def page(sections: list[tuple[str, dict]], made: Made) -> list[str]:
+    """The page: one section (``section``) per (heading, ``tally``'s answer)."""
     lines = made.header("The served default against its baselines, every served test point",
                         " (reads the kept sweep pages; runs nothing)")
-    lines += ["## Short prompts", "", *section(data)]
-    if long is not None:
-        lines += ["", "## Long contexts (2-8k-token documents)", "", *section(long)]
+    for heading, data in sections:
+        lines += ["", f"## {heading}", "", *section(data)]
     return lines
 
 
@@ -132,12 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
-    data = tally(args.out)
-    long = tally(args.out, LONG_SWEEPS, LONG_BASELINES)
+    sections = [(heading, tally(args.out, sweeps, baselines))
+                for heading, sweeps, baselines in SECTIONS]
     made = Made.now("benchmarks.serving.served_tally")
     (args.out / "served_tally.json").write_text(json.dumps(
-        {**data, "long": long, **made.to_dict()}, indent=1))
-    text = "\n".join(page(data, made, long)) + "\n"
+        {"sections": [{"heading": h, **d} for h, d in sections], **made.to_dict()}, indent=1))
+    text = "\n".join(page(sections, made)) + "\n"
     (args.out / "served_tally.md").write_text(text)
     print(text)
     return 0

@@ -39,8 +39,9 @@ def test_tally_reads_only_overloaded_rates_and_pools_paired_differences(tmp_path
     assert (e2e["pairs"], e2e["seeds_behind"], e2e["points_met"]) == (2, 1, 1)
     assert e2e["mean"] == pytest.approx(0.0) and e2e["se"] == pytest.approx(10.0)
     assert data["pooled"]["paper"]["mean"] == pytest.approx(35.0)
-    text = "\n".join(served_tally.page(data, served_tally.Made("cmd", "m", "d", "c")))
-    assert "## Long contexts" not in text
+    text = "\n".join(served_tally.page([("Short", data)],
+                                        served_tally.Made("cmd", "m", "d", "c")))
+    assert "## Short" in text and "## Long contexts" not in text
     assert "within two of a tie), behind on 1 of 2 seed-points" in text
 
 
@@ -63,5 +64,7 @@ def test_the_long_context_section_reads_its_own_baselines(tmp_path):
         served_tally.tally(tmp_path, (("long", "adaserve"),), ("turbospec",))
     short = served_tally.tally(tmp_path, ())
     assert short["rows"] == []
-    text = "\n".join(served_tally.page(long, served_tally.Made("cmd", "m", "d", "c"), long))
+    text = "\n".join(served_tally.page([("Short", short), ("Long contexts", long)],
+                                        served_tally.Made("cmd", "m", "d", "c")))
     assert "## Long contexts" in text and "`chain-4`" in text
+    assert "none is a goal point" in text  # the short section had no point to read
