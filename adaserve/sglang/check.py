@@ -20,6 +20,7 @@ from pathlib import Path
 from types import FunctionType
 
 from adaserve.sglang.names import (
+    ALLOCATABLE,
     CALC_PRIORITY,
     CHAT_RESPONSE,
     CHAT_STREAM,
@@ -63,6 +64,7 @@ TARGETS = {
     "prefill=yield/recover (a prefill round defers to the decodes)": DEFER_PREFILL,
     "refuse=on, refuse_tpot=pace/missed/both/latest/probe (the doors: 503 for a first token predicted late, "
     "or a TPOT SLO its peers are missing)": QUEUED_LIMIT,
+    "cap (a prefill round takes only the requests the step can carry)": ALLOCATABLE,
     "ragged verify: triton target-verify metadata": TRITON_METADATA,
     "ragged verify: SGLang's verify step": "sglang.srt.speculative.eagle_worker_common"
                                            ".run_eagle_verify",

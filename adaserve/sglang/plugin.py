@@ -18,6 +18,7 @@ log = logging.getLogger("adaserve.sglang")
 
 from adaserve.sglang.names import (
     ALGORITHM,
+    ALLOCATABLE,
     CALC_PRIORITY,
     CHAT_RESPONSE,
     CHAT_STREAM,
@@ -66,6 +67,7 @@ def register() -> None:
     from adaserve.sglang.report import openai_response_hook, report_hook, stream_report_hook
     from adaserve.sglang.server_args import need_hidden_states_hook
     from adaserve.sglang.spec import AdaServeSpec, worker_class
+    from adaserve.sglang.step_cap import num_allocatable_reqs_hook
     from adaserve.sglang.worker import organize_hook  # imports SGLang's EAGLE workers
 
     SpeculativeAlgorithm.register(ALGORITHM, supports_overlap=True,
@@ -90,6 +92,8 @@ def register() -> None:
     HookRegistry.register(DEFER_PREFILL, should_defer_prefill_hook, HookType.AROUND)
     # the policy's refuse=on: a request predicted late for its first token gets 503 (refusal.py)
     HookRegistry.register(QUEUED_LIMIT, abort_on_queued_limit_hook, HookType.AROUND)
+    # the policy's cap: a prefill round takes only the requests the step can carry (step_cap.py)
+    HookRegistry.register(ALLOCATABLE, num_allocatable_reqs_hook, HookType.AROUND)
     # passes every forward through but ADASERVE's ragged verify (ragged.py)
     HookRegistry.register(TRITON_METADATA, triton_metadata_hook, HookType.AROUND)
     from adaserve.sglang.cpu import hooks as cpu

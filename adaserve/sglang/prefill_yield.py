@@ -41,6 +41,7 @@ from adaserve.scheduler.prefill_yield import PromptQueue
 from adaserve.sglang.admission import admission, ttft_slos
 from adaserve.sglang.refusal import refuses
 from adaserve.sglang.rounds import Rounds, rounds_of
+from adaserve.sglang.step_cap import caps
 from adaserve.sglang.view import view_of
 
 
@@ -92,6 +93,10 @@ def should_defer_prefill_hook(original, self, running_batch):
     rounds = rounds_of(self)
     # every round: its kind and length; the departures only where the door reads them
     rounds.tick(now, self.last_batch, running_batch.reqs if refuses() else ())
+    if caps() and not running_batch.is_empty():
+        # SGLang clears its full mark only when a request leaves; the cap is judged every
+        # round (step_cap.py), so the mark it set is cleared for SGLang to ask again
+        running_batch.batch_is_full = False
     worker = None if deferred else adaserve_draft_worker(self)
     # only a yielding policy pays for the queue and the view, each round; a decode round is
     # measured only after the first draft, which makes the policy (worker.py)

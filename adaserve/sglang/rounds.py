@@ -1,5 +1,6 @@
 """What one SGLang scheduler has seen of its own rounds: how long its decode and extend
-rounds take (``prefill_yield.py`` reads them), how fast its extends prefill, and how often
+rounds take (``prefill_yield.py`` reads them), its decode rounds by batch size
+(``step_cap.py`` reads them), how fast its extends prefill, and how often
 its requests leave (``refusal.py`` reads both, as the embedded engine's door reads its
 ``FlowMeter``).
 
@@ -28,9 +29,35 @@ from adaserve.scheduler.admission import FlowMeter
 from adaserve.scheduler.prefill_yield import StepTimes
 
 logger = logging.getLogger(__name__)
+PER_SIZE = 16  # decode rounds kept per batch size (StepSizes): the recent past
+MIN_ROUNDS = 3  # rounds at a size before its mean is read
 # a deferral is said in the log at the first and then every this many, with the count, so
 # a server's log shows whether the option acts (SGLang's own log lines show prefill rounds)
 SAY_EVERY = 100
+
+
+class StepSizes:
+    """Decode rounds' seconds by the number of requests each decoded, and the round predicted
+    at a size from them (``predict``): what ``cap`` reads (step_cap.py)."""
+
+    def __init__(self) -> None:
+        self._rounds: dict[int, deque[float]] = {}
+
+    def observe(self, n: int, seconds: float) -> None:
+        if n > 0:
+            self._rounds.setdefault(n, deque(maxlen=PER_SIZE)).append(seconds)
+
+    def predict(self, n: int) -> float | None:
+        """Seconds of a decode round of ``n`` requests; None before two sizes are measured
+        (and ``n`` itself is not)."""
+        means = {k: sum(v) / len(v) for k, v in self._rounds.items() if len(v) >= MIN_ROUNDS}
+        if n in means:
+            return means[n]
+        if len(means) < 2:
+            return None
+        sizes = sorted(means)
+        slope, base = np.polyfit(np.array(sizes, np.float64), [means[k] for k in sizes], 1)
+        return float(base + slope * n)
 
 
 class PrefillFlow(FlowMeter):
@@ -64,6 +91,7 @@ class Rounds:
     def __init__(self) -> None:
         self.times = StepTimes()
         self.flow = PrefillFlow()
+        self.sizes = StepSizes()  # decode rounds by batch size (option cap: step_cap.py)
         self.began: float | None = None  # when the round now ending was scheduled
         self.deferred = 0  # prefill rounds the policy deferred
         self._running: dict[str, object] = {}  # rid -> Req seen running, not yet finished
@@ -93,6 +121,8 @@ class Rounds:
                 not last_batch.forward_mode.is_idle():
             seconds, extend = now - self.began, last_batch.forward_mode.is_extend()
             self.times.observe(seconds, int(extend))
+            if not extend:
+                self.sizes.observe(last_batch.batch_size(), seconds)
             if extend:
                 self.flow.extended(seconds, int(getattr(last_batch, "extend_num_tokens", 0)
                                                 or 0))

@@ -68,7 +68,7 @@ def rounds(plain_s: float = PLAIN_S, extend_s: float = EXTEND_S) -> Rounds:
 
 def test_rounds_are_timed_from_call_to_call_and_filed_by_the_batch_that_ran():
     r = Rounds()
-    extend, decode = (SimpleNamespace(forward_mode=m) for m in
+    extend, decode = (SimpleNamespace(forward_mode=m, batch_size=lambda: 1) for m in
                       (ForwardMode.EXTEND, ForwardMode.DECODE))
     r.tick(10.0, None)  # the first round: nothing ran before it
     r.tick(10.4, extend)  # the round from 10.0 ran an extend
@@ -154,7 +154,8 @@ class Batch(SimpleNamespace):
 def scheduler(w, waiting, last_mode=ForwardMode.DECODE):
     """The fields of SGLang's Scheduler the hook reads, its draft worker ADASERVE's."""
     return SimpleNamespace(draft_worker=SimpleNamespace(_draft_worker=w),
-                           last_batch=SimpleNamespace(forward_mode=last_mode),
+                           last_batch=SimpleNamespace(forward_mode=last_mode,
+                                                      batch_size=lambda: 1),
                            chunked_req=None, waiting_queue=waiting, max_running_requests=4,
                            chunked_prefill_size=CHUNK, _adaserve_rounds=rounds())
 

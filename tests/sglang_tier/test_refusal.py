@@ -62,7 +62,7 @@ def test_the_prefill_rate_is_summed_over_extend_rounds_not_averaged_per_round():
 def test_rounds_count_a_request_seen_running_as_it_leaves():
     r = Rounds()
     a, b = req("a"), req("b")
-    decode = SimpleNamespace(forward_mode=ForwardMode.DECODE)
+    decode = SimpleNamespace(forward_mode=ForwardMode.DECODE, batch_size=lambda: 2)
     extend = SimpleNamespace(forward_mode=ForwardMode.EXTEND, extend_num_tokens=40)
     r.tick(1.0, None, [a, b])
     r.tick(1.4, extend, [a, b])  # a 0.4-s extend of 40 prompt tokens

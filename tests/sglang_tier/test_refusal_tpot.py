@@ -15,7 +15,7 @@ from adaserve.sglang import refusal as door
 from adaserve.sglang.rounds import Rounds
 from test_refusal import req, scheduler
 
-DECODE = SimpleNamespace(forward_mode=ForwardMode.DECODE)
+DECODE = SimpleNamespace(forward_mode=ForwardMode.DECODE, batch_size=lambda: 2)
 EXTEND = SimpleNamespace(forward_mode=ForwardMode.EXTEND, extend_num_tokens=40)
 
 
