@@ -122,6 +122,8 @@ class Rounds:
             seconds, extend = now - self.began, last_batch.forward_mode.is_extend()
             self.times.observe(seconds, int(extend))
             if not extend:
+                # SGLang has filtered the finished requests out of the batch by now, so a
+                # round in which one finished is filed one size smaller than it ran
                 self.sizes.observe(last_batch.batch_size(), seconds)
             if extend:
                 self.flow.extended(seconds, int(getattr(last_batch, "extend_num_tokens", 0)
