@@ -20,11 +20,9 @@ NAN = float("nan")
 
 @pytest.fixture(autouse=True)
 def env(slo_env, monkeypatch):
-    slo_env("100", "300")
+    # slo_env clears the cached policy options now and after the test
     monkeypatch.setenv("ADASERVE_POLICY", "adaserve:cap=on")
-    admission.served_options.cache_clear()
-    yield
-    admission.served_options.cache_clear()
+    slo_env("100", "300")
 
 
 def sized(table: dict[int, float]) -> StepSizes:
