@@ -20,8 +20,14 @@ DOES = {
                 "their TTFT SLO (adaserve/sglang/prefill_yield.py); since 2026-11-28 21:25 "
                 "UTC also its TPOT door, `refuse_tpot=missed`: a request refused at the door, "
                 "503 with Retry-After, where most of the last finished requests at least as "
-                "tight missed its TPOT SLO while one that tight is held (a refusal a miss)",
+                "tight missed its TPOT SLO while one that tight is held (a refusal a miss), "
+                "and since 2026-11-29 12:33 UTC its `latest` form: only where the latest of "
+                "them missed too",
     "adaserve:refuse_tpot=off": "the preset without its TPOT door",
+    "adaserve:cap=on": "the preset, and a prefill round takes only the waiting requests "
+                       "whose decode round, predicted from SGLang's own rounds by batch "
+                       "size, stays within the tightest TPOT SLO among the requests held and "
+                       "them (adaserve/sglang/step_cap.py)",
     "adaserve:admit=fifo": "SGLang's first come, first served admission",
     "adaserve:prefill=chunk": "the preset's admission, with SGLang's own prefill-first "
                               "rounds (a prefill round whenever one can be built)",
