@@ -45,7 +45,7 @@ import numpy as np
 from adaserve.scheduler.admission import late_reason, refusal, tpot_door
 from adaserve.server.errors import at_capacity
 from adaserve.sglang.admission import admission, served_options, ttft_slos
-from adaserve.sglang.rounds import Rounds, rounds_of, tpot_slo_s
+from adaserve.sglang.rounds import Rounds, rounds_of, tpot_slo_s, tpot_slos_s
 
 
 def refuses() -> bool:
@@ -68,9 +68,8 @@ def refusal_reason(scheduler, req, rounds: Rounds, now: float) -> tuple[str, str
         chunked = scheduler.chunked_req
         held = [*scheduler.running_batch.reqs, *scheduler.waiting_queue,
                 *(() if chunked is None else (chunked,))]
-        slos = np.array([np.nan if (s := tpot_slo_s(r)) is None else s for r in held],
-                        np.float64)
-        verdict = tpot_door(options.refuse_tpot, tpot_slo_s(req), rounds.flow, slos)
+        verdict = tpot_door(options.refuse_tpot, tpot_slo_s(req), rounds.flow,
+                            tpot_slos_s(held))
         if verdict is not None:
             return verdict[0], "tpot"
     return None

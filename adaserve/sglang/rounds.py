@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -50,14 +50,22 @@ class StepSizes:
     def predict(self, n: int) -> float | None:
         """Seconds of a decode round of ``n`` requests; None before two sizes are measured
         (and ``n`` itself is not)."""
+        return self.predictor()(n)
+
+    def predictor(self) -> Callable[[int], float | None]:
+        """``predict`` on the rounds seen now, the means and the line computed once (the
+        cap asks it at several sizes in one admission)."""
         means = {k: sum(v) / len(v) for k, v in self._rounds.items() if len(v) >= MIN_ROUNDS}
-        if n in means:
-            return means[n]
-        if len(means) < 2:
-            return None
-        sizes = sorted(means)
-        slope, base = np.polyfit(np.array(sizes, np.float64), [means[k] for k in sizes], 1)
-        return float(base + slope * n)
+        line = None
+        if len(means) >= 2:
+            sizes = sorted(means)
+            line = np.polyfit(np.array(sizes, np.float64), [means[k] for k in sizes], 1)
+
+        def at(n: int) -> float | None:
+            if n in means:
+                return means[n]
+            return None if line is None else float(line[1] + line[0] * n)
+        return at
 
 
 class PrefillFlow(FlowMeter):
@@ -172,6 +180,11 @@ def tpot_slo_s(req) -> float | None:
     params = getattr(req.sampling_params, "custom_params", None) or {}
     ms = params.get("tpot_slo_ms")
     return None if ms is None else float(ms) / 1e3
+
+
+def tpot_slos_s(reqs: Iterable) -> np.ndarray:
+    """[m] the requests' TPOT SLOs in seconds (``tpot_slo_s``), NaN for best effort."""
+    return np.array([np.nan if (s := tpot_slo_s(r)) is None else s for r in reqs], np.float64)
 
 
 def rounds_of(scheduler) -> Rounds:

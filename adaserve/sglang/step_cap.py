@@ -29,13 +29,11 @@ judged every round as the engine judges it every iteration.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from adaserve.scheduler.admission import past_step_cap
 from adaserve.sglang.admission import served_options
-from adaserve.sglang.rounds import StepSizes, rounds_of, tpot_slo_s
+from adaserve.sglang.rounds import StepSizes, rounds_of, tpot_slos_s
 
 
 def allowance(sizes: StepSizes, running_slos_s: np.ndarray, candidates_slos_s: np.ndarray,
@@ -50,8 +48,9 @@ def allowance(sizes: StepSizes, running_slos_s: np.ndarray, candidates_slos_s: n
     n, k = running.size, int(chunked)
     if n == 0:
         k = max(k, 1)
+    predict = sizes.predictor()
     while k < cands.size:
-        step_s = sizes.predict(n + k + 1)
+        step_s = predict(n + k + 1)
         if step_s is not None and past_step_cap(step_s, np.concatenate([running,
                                                                        cands[:k + 1]])):
             break
@@ -63,10 +62,6 @@ def caps() -> bool:
     """Whether ADASERVE_POLICY caps the batch (option ``cap``)."""
     options = served_options()
     return options is not None and options.cap
-
-
-def _slos(reqs: Sequence) -> np.ndarray:
-    return np.array([np.nan if (s := tpot_slo_s(r)) is None else s for r in reqs], np.float64)
 
 
 def num_allocatable_reqs_hook(original, self, running_bs: int, beam_width=None,
@@ -85,5 +80,5 @@ def num_allocatable_reqs_hook(original, self, running_bs: int, beam_width=None,
     candidates = [*(() if chunked is None else (chunked,)), *self.waiting_queue][:free]
     if not candidates:  # nothing to admit: SGLang's answer stands
         return free
-    return min(free, allowance(rounds_of(self).sizes, _slos(batch.reqs), _slos(candidates),
+    return min(free, allowance(rounds_of(self).sizes, tpot_slos_s(batch.reqs), tpot_slos_s(candidates),
                                chunked is not None))
