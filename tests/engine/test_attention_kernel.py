@@ -138,3 +138,54 @@ def test_refuses_what_it_cannot_take():
         op(q[:, :, :8], k, v, slots, prefix, tree)
     with pytest.raises(RuntimeError, match="tree is"):
         op(q, k, v, slots, prefix, tree[:, :1])
+
+
+wide = pytest.mark.skipif(not (kernels.load().available and torch.ops.adaserve.attention_wide()),
+                          reason="this CPU does not run AVX-512")
+
+
+@wide
+@pytest.mark.parametrize("seed", range(10))
+def test_the_avx512_unit_matches_the_reference_and_the_avx2_unit(seed):
+    """Verify shapes (2-32 query tokens: 6-96 rows, 1-6 vectors of 16 lanes) on random
+    trees and prefixes, past a block's end and split over several units: both units
+    match the float64 reference, and each other."""
+    g = torch.Generator().manual_seed(2000 + seed)
+    n = int(torch.randint(1, 9, (), generator=g))
+    nq = [2, 5, 6, 8, 11, 16, 21, 27, 32, 3][seed]
+    q, k, v, slots, prefix, tree = _case(seed, n, nq, max_prefix=[0, 64, 300, 700, 2500][seed % 5],
+                                         extra=seed % 3)
+    ref = reference(q, k, v, slots, prefix, tree)
+    avx2 = torch.ops.adaserve.tree_attention(q, k, v, slots, prefix, tree, 0)
+    wide_ = torch.ops.adaserve.tree_attention(q, k, v, slots, prefix, tree, 1)
+    assert (wide_.double() - ref).abs().max().item() < 1e-5
+    assert (avx2.double() - ref).abs().max().item() < 1e-5
+    assert (wide_ - avx2).abs().max().item() < 1e-5
+
+
+@wide
+def test_the_avx512_unit_reads_zeros_where_a_row_sees_nothing():
+    q, k, v, slots, _, tree = _case(7, 2, 4, max_prefix=0)
+    tree[1, 2] = False
+    out = torch.ops.adaserve.tree_attention(q, k, v, slots, torch.zeros(2, dtype=torch.int64),
+                                            tree, 1)
+    assert torch.equal(out[1, 2], torch.zeros(H * D))
+    assert torch.isfinite(out).all() and out[1, 1].abs().sum() > 0
+
+
+def test_the_isa_argument_is_checked():
+    q, k, v, slots, prefix, tree = _case(1, 2, 4, max_prefix=10)
+    op = torch.ops.adaserve.tree_attention
+    with pytest.raises(RuntimeError, match="isa is -1"):
+        op(q, k, v, slots, prefix, tree, 2)
+    if not torch.ops.adaserve.attention_wide():
+        with pytest.raises(RuntimeError, match="does not run"):
+            op(q, k, v, slots, prefix, tree, 1)
+    else:  # a head_dim the unit does not take is refused, not run on AVX2 behind the caller
+        q8, k8, v8 = q[..., :32].contiguous(), k[..., :32].contiguous(), v[..., :32].contiguous()
+        with pytest.raises(RuntimeError, match="head_dim 64"):
+            op(q8, k8, v8, slots, prefix, tree, 1)
+    # the default and AVX2 agree with the reference whichever unit the default takes
+    ref = reference(q, k, v, slots, prefix, tree)
+    for isa in (-1, 0):
+        assert (op(q, k, v, slots, prefix, tree, isa).double() - ref).abs().max().item() < 1e-5

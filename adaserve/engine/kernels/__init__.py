@@ -1,6 +1,6 @@
 """The engine's compiled CPU kernels: built once per machine from skinny.cpp (the few-row
-matmuls and small ops), attention.cpp (decode/verify attention over the KV cache) and
-probe.cpp (the machine's FMA peak, which benchmarks set kernels against), cached beside the
+matmuls and small ops), attention.cpp (decode/verify attention over the KV cache; its
+verify shapes on AVX-512 in attention_avx512.cpp, where the CPU has it) and probe.cpp (the machine's FMA peak, which benchmarks set kernels against), cached beside the
 model cache, loaded as torch ops (torch.ops.adaserve.*).
 
 `load()` never raises: where the kernels cannot be had (no AVX2, no C++ compiler, a failed
@@ -28,7 +28,9 @@ from adaserve.engine.weights import cache_root
 
 log = logging.getLogger("adaserve.engine")
 
-SOURCES = tuple(Path(__file__).with_name(f) for f in ("skinny.cpp", "attention.cpp", "probe.cpp"))
+SOURCES = tuple(Path(__file__).with_name(f) for f in
+                ("skinny.cpp", "attention.cpp", "attention_avx512.cpp", "probe.cpp"))
+HEADERS = (Path(__file__).with_name("attention.h"),)  # part of the cache key, not compiled
 SWITCH_ENV = "ADASERVE_FAST_KERNELS"  # "0": eager matmuls only, for debugging
 CXX_ENV = "CXX"  # the compiler, g++ by default
 # AVX2 + FMA only (the dev machines' ISA): an AVX-512 machine runs them too.
@@ -80,7 +82,7 @@ def library_path() -> Path:
     """The cached library for this source and build command (torch's paths and ABI, the
     compiler, every flag and library)."""
     key = hashlib.sha256()
-    for source in SOURCES:
+    for source in SOURCES + HEADERS:
         key.update(source.read_bytes())
     key.update(f"{torch.__version__} {' '.join(_command('OUT'))}".encode())
     return cache_root() / "kernels" / f"skinny-{key.hexdigest()[:16]}.so"

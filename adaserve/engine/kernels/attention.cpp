@@ -14,6 +14,13 @@
 // is seen by query a iff tree[i, a, j]; nothing beyond prefix[i] + W. Long runs of columns
 // are split into several units (split-K) so two threads stay busy at batch 1; a second
 // pass merges the units' partial softmax states.
+//
+// Where the CPU runs AVX-512, units of verify shapes (more than kSmallRows query rows) run
+// attention_avx512.cpp's unit instead, with the scores transposed (rows in the lanes, no
+// horizontal sums) at twice the FMA width; this file keeps the split, the merge, and the
+// AVX2 unit every CPU runs.
+#include "attention.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -31,7 +38,8 @@ extern "C" __m256 _ZGVdN8v_expf(__m256);  // glibc libmvec, as in skinny.cpp
 
 namespace {
 
-constexpr int kBlock = 64;  // cache columns per block: K and V blocks (2 x 16 KB at D = 64)
+using namespace adaserve_attention;
+
 // ... and for a unit of few query rows, whose scores are cheap, a quarter of that: its K
 // and V blocks stay in L1 beside the prefetched next ones. Smaller blocks ran one decode
 // token at batch 8, 8k faster (64: 129 ms, 32: 113-119, 16: 111-114) and 4-8 tokens a
@@ -152,34 +160,9 @@ PvFn pv_fn(int r, int j) {
   return r == 1 ? pv_of<1>(j) : r == 2 ? pv_of<2>(j) : pv_of<3>(j);
 }
 
-// The problem, flattened to raw pointers and element strides.
-struct Problem {
-  const float* q;  // [n, Q, H, D], strides qs_* (last one 1)
-  int64_t qs_n, qs_q, qs_h;
-  const float* k;  // [S, Hkv, C, D] contiguous
-  const float* v;
-  const int64_t* slots;  // [n]
-  const int64_t* prefix;  // [n]
-  const bool* tree;  // [n, Q, W]
-  int64_t Q, H, Hkv, G, C, D, W;
-  float scale;
-};
-
-// One unit: request i, KV head g, cache columns [c0, c1).
-struct Unit {
-  int64_t i, g, c0, c1;
-};
-
-// The partial softmax state of a unit over its columns: running max, sum, and the
-// unnormalized output, for M rows.
-struct Partial {
-  float* m;  // [M]
-  float* l;  // [M]
-  float* o;  // [M, D]
-};
-
 struct Scratch {
   std::vector<float> q, s;  // [M, D] packed scaled queries, [M, kBlock] scores
+  std::vector<float> wide;  // the AVX-512 unit's (attention.h), where it runs
 };
 
 void run_unit(const Problem& pb, const Unit& u, Scratch& sc, Partial out) {
@@ -276,7 +259,7 @@ void run_unit(const Problem& pb, const Unit& u, Scratch& sc, Partial out) {
 
 at::Tensor tree_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           const at::Tensor& slots, const at::Tensor& prefix,
-                          const at::Tensor& tree) {
+                          const at::Tensor& tree, int64_t isa) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
               "tree_attention: q [n, Q, H, D], k and v [S, Hkv, C, D]");
   TORCH_CHECK(q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat &&
@@ -295,6 +278,10 @@ at::Tensor tree_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
                   prefix.numel() == n, "tree_attention: slots and prefix are [n] int64");
   TORCH_CHECK(tree.scalar_type() == at::kBool && tree.is_contiguous() && tree.dim() == 3 &&
                   tree.size(0) == n && tree.size(1) == Q, "tree_attention: tree is [n, Q, W] bool");
+  TORCH_CHECK(isa >= -1 && isa <= 1, "tree_attention: isa is -1 (the best this CPU runs), "
+              "0 (AVX2) or 1 (AVX-512), not ", isa);
+  TORCH_CHECK(isa != 1 || wide_runs(), "tree_attention: isa=1 asks for AVX-512, which this "
+              "CPU does not run");
   const int64_t W = tree.size(2);
   const int64_t* sp = slots.data_ptr<int64_t>();
   const int64_t* pp = prefix.data_ptr<int64_t>();
@@ -334,11 +321,25 @@ at::Tensor tree_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
     return Partial{p + M * D, p + M * D + M, p};
   };
 
+  // verify shapes take the AVX-512 unit where the CPU runs it; a decode token's few rows
+  // are bound by the memory, and keep the AVX2 unit tuned for them (its small blocks)
+  const bool wide = isa != 0 && wide_runs() && D == kWideD && M > kSmallRows &&
+                    M <= kWideMaxRows;
+  TORCH_CHECK(isa != 1 || wide || M <= kSmallRows, "tree_attention: the AVX-512 unit takes "
+              "head_dim ", kWideD, " and at most ", kWideMaxRows, " query rows, not ", D,
+              " and ", M);
+
   // units handed out one at a time: their lengths differ when the prefixes do
   std::atomic<int64_t> next{0};
   at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-    Scratch sc{std::vector<float>(M * D), std::vector<float>(M * kBlock)};
-    for (int64_t u; (u = next.fetch_add(1)) < U;) run_unit(pb, units[u], sc, partial(u));
+    Scratch sc{std::vector<float>(M * D), std::vector<float>(M * kBlock),
+               std::vector<float>(wide ? wide_scratch(M) : 0)};
+    for (int64_t u; (u = next.fetch_add(1)) < U;) {
+      if (wide)
+        run_unit_wide(pb, units[u], sc.wide.data(), partial(u));
+      else
+        run_unit(pb, units[u], sc, partial(u));
+    }
   });
 
   // merge each pair's units: rescale to the common max, then normalize
@@ -375,7 +376,13 @@ at::Tensor tree_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(adaserve, m) {
-  m.def("tree_attention(Tensor q, Tensor k, Tensor v, Tensor slots, Tensor prefix, Tensor tree)"
-        " -> Tensor");
+  // isa: -1 the best this CPU runs, 0 AVX2 only, 1 AVX-512 for verify shapes (tests and
+  // benchmarks set the two side by side)
+  m.def("tree_attention(Tensor q, Tensor k, Tensor v, Tensor slots, Tensor prefix, Tensor tree,"
+        " int isa=-1) -> Tensor");
+  m.def("attention_wide() -> bool");
 }
 TORCH_LIBRARY_IMPL(adaserve, CPU, m) { m.impl("tree_attention", tree_attention); }
+TORCH_LIBRARY_IMPL(adaserve, CompositeExplicitAutograd, m) {
+  m.impl("attention_wide", [] { return wide_runs(); });
+}
