@@ -110,6 +110,9 @@ class Llama(torch.nn.Module):
         # few-row products through the compiled kernel (adaserve.engine.kernels), which the
         # caller has loaded; fp32 CPU only
         self.skinny = skinny and device == "cpu" and dtype == torch.float32
+        # where the CPU runs AVX-512 the kernel's wider tiles stay ahead of MKL to 64 rows
+        self.skinny_rows = (WIDE_SKINNY_ROWS if self.skinny and
+                            torch.ops.adaserve.attention_wide() else SKINNY_ROWS)
         self.norm = w("model.norm.weight")
         self.blocks = []
         for i in range(self.n_layers):
@@ -164,7 +167,7 @@ class Llama(torch.nn.Module):
         pad = self.row_buckets
         # decode and verify shapes run on the compiled kernels: one skinny matmul streams
         # each weight once for all rows, and one op each does a norm, a rotary, a gating
-        fused = self.skinny and n * q <= SKINNY_ROWS
+        fused = self.skinny and n * q <= self.skinny_rows
         if fused:
             ops, eps, nq = torch.ops.adaserve, cfg.rms_eps, n * q
             cos2, sin2 = cos.reshape(nq, d), sin.reshape(nq, d)
@@ -208,7 +211,7 @@ class Llama(torch.nn.Module):
         if fb.out_rows is not None:
             h = h[fb.out_rows]
         h = self._rms(h, self.norm)
-        if self.skinny and h.shape[0] <= SKINNY_ROWS:
+        if self.skinny and h.shape[0] <= self.skinny_rows:
             return torch.ops.adaserve.skinny_linear(h.contiguous(), self.lm_head)  # [R, V]
         if h.shape[0] == 1 and not pad:
             return h @ self.lm_head_t  # [1, V]
@@ -238,6 +241,11 @@ def padded_rows(m: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
 # 95 and 79 vs 98 ms a forward on the dev CPU). Beyond it (prefill chunks) MKL's blocked
 # GEMM takes the compute-bound shapes.
 SKINNY_ROWS = 32
+# ... and on an AVX-512 CPU, whose 16-lane tiles (kernels/skinny_avx512.cpp) ran the model's
+# 121 products level with or ahead of MKL up to 64 rows (Intel Xeon, 2 cores, 2026-11-29,
+# interleaved: 40 rows 87 against 92 ms, 64 rows 119 against 128; 8 rows 29 against AVX2's
+# 41 and MKL's 56)
+WIDE_SKINNY_ROWS = 64
 
 # Up to this many query tokens per request, attention runs on the compiled kernel
 # (kernels/attention.cpp) when it is loaded; longer prefill chunks keep SDPA. At 1-16

@@ -17,7 +17,6 @@ from adaserve.engine import kernels
 from adaserve.engine.batch import tree_batch
 from adaserve.engine.kv_cache import KVCache
 from adaserve.engine import model
-from adaserve.engine.model import SKINNY_ROWS
 
 pytestmark = pytest.mark.skipif(not kernels.load().available,
                                 reason=f"fast kernels unavailable: {kernels.load().reason}")
@@ -36,6 +35,37 @@ def test_skinny_linear_matches_float64(m, n, k):
     assert y.shape == (m, n) and y.is_contiguous()
     # fp32 accumulation over k terms of unit variance: error grows like sqrt(k) * eps
     assert (y - _ref(x, w)).abs().max().item() < 1e-5 * k ** 0.5 * 8
+
+
+wide = pytest.mark.skipif(not (kernels.load().available and torch.ops.adaserve.attention_wide()),
+                          reason="this CPU does not run AVX-512")
+
+
+@wide
+@pytest.mark.parametrize("m", [1, 2, 7, 8, 9, 13, 24, 40, 64])
+@pytest.mark.parametrize("n,k", [(960, 576), (576, 1536), (7, 576), (5, 16)])
+def test_the_avx512_tiles_match_float64_and_the_avx2_tiles(m, n, k):
+    """Both tile shapes (2 weight rows x up to 8 inputs; 4 x chunks of 6), partial tiles of
+    weight rows and inputs."""
+    g = torch.Generator().manual_seed(m * 1000 + n + k)
+    x, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+    y, y2 = (torch.ops.adaserve.skinny_linear(x, w, isa) for isa in (1, 0))
+    assert y.shape == (m, n) and y.is_contiguous()
+    assert (y - _ref(x, w)).abs().max().item() < 1e-5 * k ** 0.5 * 8
+    assert (y - y2).abs().max().item() < 1e-5 * k ** 0.5 * 8
+
+
+def test_the_isa_argument_of_skinny_linear_is_checked():
+    x, w = torch.randn(2, 24), torch.randn(4, 24)
+    with pytest.raises(RuntimeError, match="isa is -1"):
+        torch.ops.adaserve.skinny_linear(x, w, 3)
+    if torch.ops.adaserve.attention_wide():
+        with pytest.raises(RuntimeError, match="multiple of 16"):
+            torch.ops.adaserve.skinny_linear(x, w, 1)
+    else:
+        with pytest.raises(RuntimeError, match="does not run"):
+            torch.ops.adaserve.skinny_linear(x, w, 1)
+    assert (torch.ops.adaserve.skinny_linear(x, w, -1) - _ref(x, w)).abs().max() < 1e-4
 
 
 def test_skinny_linear_refuses_what_it_cannot_take():
@@ -94,11 +124,12 @@ def _chain(kv: KVCache, n: int, q: int, ctx: int):
 
 
 @pytest.mark.parametrize("n,q", [(1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (4, 4), (8, 2),
-                                 (8, 4), (3, 7), (32, 1), (5, 8)])
+                                 (8, 4), (3, 7), (32, 1), (5, 8), (8, 8), (9, 8)])
 def test_fast_path_logits_equal_eager(smollm, n, q, monkeypatch):
-    """Token counts the compiled path takes (up to SKINNY_ROWS = 32) and one past it (40:
-    eager matmuls, compiled attention), after a 20-token prefix: fast and eager logits
-    within 1e-4; past the bound, with the compiled attention off too, bit for bit."""
+    """Token counts the compiled path takes (up to the model's skinny_rows: 32, or 64 on an
+    AVX-512 CPU) and past it (40 on AVX2, 72: eager matmuls, compiled attention), after a
+    20-token prefix: fast and eager logits within 1e-4; past the bound, with the compiled
+    attention off too, bit for bit."""
     m = smollm.target
     assert m.skinny, "the engine loads the fast path by default where the kernels build"
     kv = KVCache(m.n_layers, n, m.cfg.kv_heads, m.cfg.head_dim, 64)
@@ -109,7 +140,7 @@ def test_fast_path_logits_equal_eager(smollm, n, q, monkeypatch):
             m.skinny = fast
             m(kv, prefix)
             out[fast] = m(kv, _chain(kv, n, q, 20))
-        if n * q > SKINNY_ROWS:  # past the bound the fast model takes the eager matmuls
+        if n * q > m.skinny_rows:  # past the bound the fast model takes the eager matmuls
             monkeypatch.setattr(model, "ATTENTION_Q", 0)
             m.skinny = False
             m(kv, prefix)  # the eager pass's cache

@@ -32,10 +32,27 @@ def test_pieces_merge_and_a_remeasured_cell_replaces_the_old(tmp_path):
                                                                     (8, 8192)]
     assert [r["date"] for r in kept["runs"]] == ["d1", "d2"]  # a run saving again: one entry
     lines = goals(kept["cells"])
-    assert "- bounded-KV distilled draft >= 1.5x at batch 8, context 4096: 1.30x, NOT met" in lines
-    assert "- bounded-KV distilled draft >= 1.5x at batch 8, context 8192: 1.70x, met" in lines
+    assert "- bounded-KV distilled draft >= 1.5x at batch 8, context 4096: 1.30x: NOT met" in lines
+    assert "- bounded-KV distilled draft >= 1.5x at batch 8, context 8192: 1.70x: met (whole run)" \
+        in lines
     assert any("1.00 -> 1.30 -> 1.70: rises" in x for x in lines)
     assert any("context 8192 / 2048 = 1.10 (flat within 20%)" in x for x in lines)
     write_page(tmp_path, kept)
     page = (tmp_path / "summary.md").read_text()
     assert "| 8 | 8192 | 10.0 | 17.0 (1.70x) | yes |" in page
+
+
+def test_both_readings_where_the_full_batch_rate_is_kept(tmp_path):
+    """Cells that keep the full-batch rate (iterations where every request decoded) give both
+    readings, and the goal says which one it is met on; the page has the second table."""
+    cell = _cell(8, 8192, 1.2, 11.0)
+    cell["forms"]["incremental"].update(tok_s_full=10.0, full_iterations=[31],
+                                        decode_iterations=[31])
+    cell["forms"]["distilled-window"].update(tok_s_full=16.0, full_iterations=[6],
+                                             decode_iterations=[11])
+    kept = merge(tmp_path / "summary.json", _meta("d1"), [cell])
+    assert ("- bounded-KV distilled draft >= 1.5x at batch 8, context 8192: 1.20x over the "
+            "whole run, 1.60x while the whole batch decodes: met (full batch)") in goals(kept["cells"])
+    write_page(tmp_path, kept)
+    page = (tmp_path / "summary.md").read_text()
+    assert "| 8 | 8192 | 10.0 | 16.0 (1.60x; 6 of 11) |" in page

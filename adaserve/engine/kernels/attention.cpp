@@ -280,7 +280,7 @@ at::Tensor tree_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
                   tree.size(0) == n && tree.size(1) == Q, "tree_attention: tree is [n, Q, W] bool");
   TORCH_CHECK(isa >= -1 && isa <= 1, "tree_attention: isa is -1 (the best this CPU runs), "
               "0 (AVX2) or 1 (AVX-512), not ", isa);
-  TORCH_CHECK(isa != 1 || wide_runs(), "tree_attention: isa=1 asks for AVX-512, which this "
+  TORCH_CHECK(isa != 1 || adaserve_wide::runs(), "tree_attention: isa=1 asks for AVX-512, which this "
               "CPU does not run");
   const int64_t W = tree.size(2);
   const int64_t* sp = slots.data_ptr<int64_t>();
@@ -323,7 +323,7 @@ at::Tensor tree_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
 
   // verify shapes take the AVX-512 unit where the CPU runs it; a decode token's few rows
   // are bound by the memory, and keep the AVX2 unit tuned for them (its small blocks)
-  const bool wide = isa != 0 && wide_runs() && D == kWideD && M > kSmallRows &&
+  const bool wide = isa != 0 && adaserve_wide::runs() && D == kWideD && M > kSmallRows &&
                     M <= kWideMaxRows;
   TORCH_CHECK(isa != 1 || wide || M <= kSmallRows, "tree_attention: the AVX-512 unit takes "
               "head_dim ", kWideD, " and at most ", kWideMaxRows, " query rows, not ", D,
@@ -384,5 +384,5 @@ TORCH_LIBRARY_FRAGMENT(adaserve, m) {
 }
 TORCH_LIBRARY_IMPL(adaserve, CPU, m) { m.impl("tree_attention", tree_attention); }
 TORCH_LIBRARY_IMPL(adaserve, CompositeExplicitAutograd, m) {
-  m.impl("attention_wide", [] { return wide_runs(); });
+  m.impl("attention_wide", [] { return adaserve_wide::runs(); });
 }

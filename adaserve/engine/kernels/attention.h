@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "wide.h"
+
 namespace adaserve_attention {
 
 constexpr int64_t kBlock = 64;  // cache columns per block: K and V blocks (2 x 16 KB at D = 64)
@@ -39,9 +41,6 @@ struct Partial {
 // 16 rows' scores per column.
 constexpr int64_t kWideMaxRows = 96;
 constexpr int64_t kWideD = 64;
-
-// Whether this CPU (and its OS) runs AVX-512F.
-bool wide_runs();
 
 // Floats of scratch one thread's AVX-512 unit needs for M query rows.
 int64_t wide_scratch(int64_t M);

@@ -14,7 +14,7 @@
 //
 // Every function here is compiled for AVX-512F by its own target attribute, and none is
 // shared with another file, so no AVX-512 code can be linked into the AVX2 paths; the
-// driver (attention.cpp) calls run_unit_wide only where wide_runs().
+// driver (attention.cpp) calls run_unit_wide only where adaserve_wide::runs() (wide.h).
 #include "attention.h"
 
 #include <immintrin.h>
@@ -180,11 +180,6 @@ WIDE void softmax_block(float* st, int64_t nc, int64_t mv, float* mrun, float* l
 }
 
 }  // namespace
-
-bool wide_runs() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
 
 int64_t wide_scratch(int64_t M) {
   const int64_t sp = 16 * ((M + 15) / 16);

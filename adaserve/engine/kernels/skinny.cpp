@@ -1,4 +1,5 @@
-// Skinny fp32 matmuls for decoding on AVX2 CPUs: y[M, N] = x[M, K] @ w[N, K]^T for small M.
+// Skinny fp32 matmuls for decoding on AVX2 CPUs: y[M, N] = x[M, K] @ w[N, K]^T for small M
+// (on AVX-512 CPUs the tiles of skinny_avx512.cpp, where K is a multiple of 16).
 //
 // Why: at M <= 32 a transformer forward is a stream of its weights. MKL and oneDNN read
 // them at about half the machine's bandwidth for such shapes (results/engine.md), so
@@ -20,6 +21,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
+
+#include "wide.h"
 
 // glibc's libmvec AVX2 expf (8 lanes; 4 ulp), declared here because math.h only exposes it
 // to the vectorizer under -ffast-math
@@ -110,18 +113,31 @@ Shape tile_shape(int64_t M) {
   return M > 4 && M <= 8 ? Shape{2, static_cast<int>(M)} : Shape{3, 4};
 }
 
-at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w) {
+at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, int64_t isa) {
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "skinny_linear: x [M, K] and w [N, K]");
   TORCH_CHECK(x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat,
               "skinny_linear: float32 only");
   TORCH_CHECK(x.size(1) == w.size(1), "skinny_linear: K differs: ", x.size(1), " vs ",
               w.size(1));
   TORCH_CHECK(x.is_contiguous() && w.is_contiguous(), "skinny_linear: contiguous inputs");
+  TORCH_CHECK(isa >= -1 && isa <= 1, "skinny_linear: isa is -1 (the best this CPU runs), "
+              "0 (AVX2) or 1 (AVX-512), not ", isa);
+  TORCH_CHECK(isa != 1 || adaserve_wide::runs(), "skinny_linear: isa=1 asks for AVX-512, "
+              "which this CPU does not run");
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  TORCH_CHECK(isa != 1 || K % 16 == 0, "skinny_linear: the AVX-512 tiles take K a multiple "
+              "of 16, not ", K);
   at::Tensor y = at::empty({M, N}, x.options());
   const float* xp = x.data_ptr<float>();
   const float* wp = w.data_ptr<float>();
   float* yp = y.data_ptr<float>();
+  if (isa != 0 && adaserve_wide::runs() && K % 16 == 0) {  // skinny_avx512.cpp
+    const int64_t rows = adaserve_wide::skinny_block_rows(M);
+    at::parallel_for(0, (N + rows - 1) / rows, 16, [&](int64_t b0, int64_t b1) {
+      adaserve_wide::skinny_blocks(wp, xp, yp, M, K, N, b0, b1);
+    });
+    return y;
+  }
   // Inputs in chunks; a tile's weight rows are reused from L1 for every chunk, so DRAM sees
   // each weight once whatever M is.
   const Shape shape = tile_shape(M);
@@ -250,7 +266,8 @@ void rope_qk_(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int
 }  // namespace
 
 TORCH_LIBRARY(adaserve, m) {
-  m.def("skinny_linear(Tensor x, Tensor w) -> Tensor");
+  // isa: -1 the best this CPU runs, 0 AVX2 only, 1 AVX-512 (tests and benchmarks)
+  m.def("skinny_linear(Tensor x, Tensor w, int isa=-1) -> Tensor");
   m.def("add_rms_norm_(Tensor(a!) x, Tensor? r, Tensor w, float eps) -> Tensor");
   m.def("silu_mul(Tensor gu) -> Tensor");
   m.def("rope_qk_(Tensor(a!) qkv, Tensor cos, Tensor sin, int heads, int kv_heads) -> ()");
