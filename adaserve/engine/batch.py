@@ -70,6 +70,19 @@ def chain_ancestors(q: int) -> torch.Tensor:
     return torch.ones(q, q, dtype=torch.bool).tril()
 
 
+def chain_batch(n: int, q: int, ctx: int, trash_col: int,
+                tokens: torch.Tensor | None = None) -> ForwardBatch:
+    """A forward batch of n requests in slots [0, n), each a chain of q tokens after ctx
+    cached ones (random token ids unless given [n, q]): the shape profiles and benchmarks
+    time a decode or verify step with."""
+    base = torch.full((n,), ctx, dtype=torch.int64)
+    idx = torch.arange(q)[None].expand(n, q)
+    toks = torch.randint(100, 1000, (n, q)) if tokens is None else tokens
+    return tree_batch(slice(0, n), base, base, toks, idx, idx,
+                      chain_ancestors(q)[None].expand(n, q, q),
+                      torch.ones(n, q, dtype=torch.bool), trash_col)
+
+
 def chunk_batch(slots: slice | torch.Tensor, starts: torch.Tensor, chunks: list[list[int]],
                 trash_col: int, logits: Literal["all", "last", "none"]) -> ForwardBatch:
     """Prefill/catch-up chunks: request i appends ``chunks[i]`` at column ``starts[i]``.

@@ -241,10 +241,10 @@ def padded_rows(m: int, buckets: tuple[int, ...] = ROW_BUCKETS) -> int:
 # 95 and 79 vs 98 ms a forward on the dev CPU). Beyond it (prefill chunks) MKL's blocked
 # GEMM takes the compute-bound shapes.
 SKINNY_ROWS = 32
-# ... and on an AVX-512 CPU, whose 16-lane tiles (kernels/skinny_avx512.cpp) ran the model's
-# 121 products level with or ahead of MKL up to 64 rows (Intel Xeon, 2 cores, 2026-11-29,
-# interleaved: 40 rows 87 against 92 ms, 64 rows 119 against 128; 8 rows 29 against AVX2's
-# 41 and MKL's 56)
+# ... and on an AVX-512 CPU (kernels/skinny_avx512.cpp): there whole verify forwards of
+# 40-64 rows ran at 0.79-0.88x the MKL path's time (benchmarks/engine/skinny_bound.py, Intel
+# Xeon, 2 cores, 2026-11-29; the fused norm, rotary and gating count as much as the
+# products, which alone tie MKL from 32 rows)
 WIDE_SKINNY_ROWS = 64
 
 # Up to this many query tokens per request, attention runs on the compiled kernel

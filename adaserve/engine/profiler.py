@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from adaserve.engine.batch import tree_batch
+from adaserve.engine.batch import chain_batch
 from adaserve.engine.config import EngineConfig, names_a_draft
 from adaserve.engine.core import EngineCore
 from adaserve.engine.kv_cache import KVCache
@@ -44,11 +44,7 @@ KNEE_TOKENS = (1, 2, 4, 6, 8, 16, 24, 32, 48, 64, 96, 128)
 
 def _chain_batch(kv: KVCache, n: int, q: int, ctx: int):
     """A forward batch of n requests x q chained tokens after ctx cached ones."""
-    base = torch.full((n,), ctx, dtype=torch.int64)
-    idx = torch.arange(q)[None].expand(n, q)
-    anc = torch.ones(q, q, dtype=torch.bool).tril()[None].expand(n, q, q)
-    return tree_batch(slice(0, n), base, base, torch.randint(100, 1000, (n, q)), idx, idx, anc,
-                      torch.ones(n, q, dtype=torch.bool), kv.trash_col)
+    return chain_batch(n, q, ctx, kv.trash_col)
 
 
 def _time_once(model: Llama, kv: KVCache, fb) -> float:

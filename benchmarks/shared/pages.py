@@ -84,7 +84,8 @@ HOW = {
     "loadgen/context_grid.py": SWEEP,
     **{f"benchmarks/engine/{m}.py": RENDER
        for m in ("startup_budget", "scheduler_overhead", "attention_grid", "draft", "engine",
-                 "forward_parts", "kv_layout", "skinny_matmul", "spec_phases", "online_replay")},
+                 "forward_parts", "kv_layout", "skinny_matmul", "skinny_bound", "spec_phases",
+                 "online_replay")},
     "benchmarks/sim/speed.py": RENDER,
     "benchmarks/fleet/routing.py": RENDER,
     **{f"benchmarks/{m}.py": RENDER for m in (

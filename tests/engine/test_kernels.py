@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from adaserve.engine import kernels
-from adaserve.engine.batch import tree_batch
+from adaserve.engine.batch import chain_batch
 from adaserve.engine.kv_cache import KVCache
 from adaserve.engine import model
 
@@ -115,12 +115,8 @@ def test_small_ops_match_eager(rows):
 
 
 def _chain(kv: KVCache, n: int, q: int, ctx: int):
-    base = torch.full((n,), ctx, dtype=torch.int64)
-    idx = torch.arange(q)[None].expand(n, q)
-    anc = torch.ones(q, q, dtype=torch.bool).tril()[None].expand(n, q, q)
     toks = torch.randint(100, 1000, (n, q), generator=torch.Generator().manual_seed(n * q))
-    return tree_batch(slice(0, n), base, base, toks, idx, idx, anc,
-                      torch.ones(n, q, dtype=torch.bool), kv.trash_col)
+    return chain_batch(n, q, ctx, kv.trash_col, toks)
 
 
 @pytest.mark.parametrize("n,q", [(1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (4, 4), (8, 2),
