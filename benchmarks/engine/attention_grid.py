@@ -31,10 +31,10 @@ import time
 
 import torch
 import torch.nn.functional as F
+from benchmarks.engine import kernel_page
 from benchmarks.shared.common import Timer
-from benchmarks.shared.page import Made, kept, render_flags, write_page
+from benchmarks.shared.page import Made
 
-from adaserve.engine import kernels
 
 NAME = "attention_grid"
 H, HKV, D, LAYERS = 9, 3, 64, 30
@@ -209,34 +209,27 @@ def page(res: dict) -> list[str]:
     return lines + [""]
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def _measured(args) -> dict:
+    made = Made.now("benchmarks.engine.attention_grid").to_dict()
+    groups = list(QUICK) if args.quick else [(n, c) for n in BATCHES for c in CONTEXTS]
+    ms, bws, peaks, wides = measure(groups, args.repeats)
+    return {**made, "torch": torch.__version__, "repeats": args.repeats,
+            "threads": torch.get_num_threads(), "bandwidth_gbs": list(bws),
+            "fma_gflops": list(peaks), "wide": bool(torch.ops.adaserve.attention_wide()),
+            "fma_gflops_wide": list(wides),
+            "cells": [{"batch": n, "context": c, "q": q, "backend": b, "ms": t,
+                       "kv_bytes": kv_bytes(n, c, q)} for (n, c, q, b), t in ms.items()]}
+
+
+def _args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true",
                     help="only batch 1 and 8 at 8k context, and no page written")
-    render_flags(ap, NAME)
-    args = ap.parse_args(argv)
-    if args.render:
-        res = kept(NAME, args.out)
-    else:
-        status = kernels.load()
-        if not status.available:
-            print(f"the compiled kernels are unavailable: {status.reason}")
-            return 1
-        made = Made.now("benchmarks.engine.attention_grid").to_dict()
-        groups = list(QUICK) if args.quick else [(n, c) for n in BATCHES for c in CONTEXTS]
-        ms, bws, peaks, wides = measure(groups, args.repeats)
-        res = {**made, "torch": torch.__version__, "repeats": args.repeats,
-               "threads": torch.get_num_threads(), "bandwidth_gbs": list(bws),
-               "fma_gflops": list(peaks), "wide": bool(torch.ops.adaserve.attention_wide()),
-               "fma_gflops_wide": list(wides),
-               "cells": [{"batch": n, "context": c, "q": q, "backend": b, "ms": t,
-                          "kv_bytes": kv_bytes(n, c, q)} for (n, c, q, b), t in ms.items()]}
-    if args.quick:
-        print("\n".join(page(res)))
-    else:
-        write_page(NAME, page(res), args.out, None if args.render else res)
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return kernel_page.run(NAME, __doc__, _measured, page, argv, _args,
+                           printed_only=lambda args: args.quick)
 
 
 if __name__ == "__main__":

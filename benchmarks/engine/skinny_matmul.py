@@ -17,16 +17,16 @@ kept JSON, measuring nothing.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
-from benchmarks.shared.page import Made, kept, render_flags, write_page
+from benchmarks.engine import kernel_page
+from benchmarks.shared.page import Made
 
-from adaserve.engine import EngineConfig, kernels
+from adaserve.engine import EngineConfig
 from adaserve.engine.loader import load_models
 
 NAME = "skinny_matmul"
@@ -95,20 +95,8 @@ def page(res: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    render_flags(ap, NAME)
-    args = ap.parse_args(argv)
-    if args.render:
-        res = kept(NAME, args.out)
-    else:
-        status = kernels.load()
-        if not status.available:
-            print(f"the compiled kernels are unavailable: {status.reason}")
-            return 1
-        res = measure(args.rounds)
-    write_page(NAME, page(res), args.out, None if args.render else res)
-    return 0
+    return kernel_page.run(NAME, __doc__, lambda args: measure(args.rounds), page, argv,
+                           lambda ap: ap.add_argument("--rounds", type=int, default=5))
 
 
 if __name__ == "__main__":
