@@ -112,7 +112,7 @@ class Llama(torch.nn.Module):
         self.skinny = skinny and device == "cpu" and dtype == torch.float32
         # where the CPU runs AVX-512 the kernel's wider tiles stay ahead of MKL to 64 rows
         self.skinny_rows = (WIDE_SKINNY_ROWS if self.skinny and
-                            torch.ops.adaserve.attention_wide() else SKINNY_ROWS)
+                            torch.ops.adaserve.avx512() else SKINNY_ROWS)
         self.norm = w("model.norm.weight")
         self.blocks = []
         for i in range(self.n_layers):

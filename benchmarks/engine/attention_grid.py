@@ -111,7 +111,7 @@ def group(n: int, ctx: int, timer: Timer) -> None:
                 att.transpose(1, 2).reshape(n, q, H * D)
 
         timer.add((n, ctx, q, "kernel", scale), kernel)
-        if torch.ops.adaserve.attention_wide():
+        if torch.ops.adaserve.avx512():
             timer.add((n, ctx, q, AVX2, scale), lambda f=kernel: f(isa=0))
         timer.add((n, ctx, q, "sdpa", scale), sdpa)
 
@@ -215,7 +215,7 @@ def _measured(args) -> dict:
     ms, bws, peaks, wides = measure(groups, args.repeats)
     return {**made, "torch": torch.__version__, "repeats": args.repeats,
             "threads": torch.get_num_threads(), "bandwidth_gbs": list(bws),
-            "fma_gflops": list(peaks), "wide": bool(torch.ops.adaserve.attention_wide()),
+            "fma_gflops": list(peaks), "wide": bool(torch.ops.adaserve.avx512()),
             "fma_gflops_wide": list(wides),
             "cells": [{"batch": n, "context": c, "q": q, "backend": b, "ms": t,
                        "kv_bytes": kv_bytes(n, c, q)} for (n, c, q, b), t in ms.items()]}

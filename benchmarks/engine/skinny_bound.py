@@ -50,7 +50,7 @@ def measure(rounds: int) -> dict:
         cells.append({"requests": n, "tokens": q, "ms": {str(b): statistics.median(v)
                                                          for b, v in times.items()}})
     return {**made, "torch": torch.__version__, "rounds": rounds, "prefix": PREFIX,
-            "wide": bool(torch.ops.adaserve.attention_wide()), "cells": cells}
+            "wide": bool(torch.ops.adaserve.avx512()), "cells": cells}
 
 
 def page(res: dict) -> list[str]:

@@ -40,7 +40,7 @@ def measure(rounds: int) -> dict:
     wn = [w.numpy() for w in ws]
     nbytes = sum(w.numel() * 4 for w in ws)
     ops = torch.ops.adaserve
-    wide = bool(ops.attention_wide())
+    wide = bool(ops.avx512())
     backends = {
         "ours (skinny)": lambda xs, xn: [ops.skinny_linear(x, w) for x, w in zip(xs, ws)],
         **({"ours, AVX2 tiles": lambda xs, xn: [ops.skinny_linear(x, w, 0)

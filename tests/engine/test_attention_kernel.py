@@ -140,7 +140,7 @@ def test_refuses_what_it_cannot_take():
         op(q, k, v, slots, prefix, tree[:, :1])
 
 
-wide = pytest.mark.skipif(not (kernels.load().available and torch.ops.adaserve.attention_wide()),
+wide = pytest.mark.skipif(not (kernels.load().available and torch.ops.adaserve.avx512()),
                           reason="this CPU does not run AVX-512")
 
 
@@ -178,7 +178,7 @@ def test_the_isa_argument_is_checked():
     op = torch.ops.adaserve.tree_attention
     with pytest.raises(RuntimeError, match="isa is -1"):
         op(q, k, v, slots, prefix, tree, 2)
-    if not torch.ops.adaserve.attention_wide():
+    if not torch.ops.adaserve.avx512():
         with pytest.raises(RuntimeError, match="does not run"):
             op(q, k, v, slots, prefix, tree, 1)
     else:  # a head_dim the unit does not take is refused, not run on AVX2 behind the caller

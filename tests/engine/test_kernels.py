@@ -37,7 +37,7 @@ def test_skinny_linear_matches_float64(m, n, k):
     assert (y - _ref(x, w)).abs().max().item() < 1e-5 * k ** 0.5 * 8
 
 
-wide = pytest.mark.skipif(not (kernels.load().available and torch.ops.adaserve.attention_wide()),
+wide = pytest.mark.skipif(not (kernels.load().available and torch.ops.adaserve.avx512()),
                           reason="this CPU does not run AVX-512")
 
 
@@ -59,7 +59,7 @@ def test_the_isa_argument_of_skinny_linear_is_checked():
     x, w = torch.randn(2, 24), torch.randn(4, 24)
     with pytest.raises(RuntimeError, match="isa is -1"):
         torch.ops.adaserve.skinny_linear(x, w, 3)
-    if torch.ops.adaserve.attention_wide():
+    if torch.ops.adaserve.avx512():
         with pytest.raises(RuntimeError, match="multiple of 16"):
             torch.ops.adaserve.skinny_linear(x, w, 1)
     else:

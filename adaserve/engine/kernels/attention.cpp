@@ -380,9 +380,5 @@ TORCH_LIBRARY_FRAGMENT(adaserve, m) {
   // benchmarks set the two side by side)
   m.def("tree_attention(Tensor q, Tensor k, Tensor v, Tensor slots, Tensor prefix, Tensor tree,"
         " int isa=-1) -> Tensor");
-  m.def("attention_wide() -> bool");
 }
 TORCH_LIBRARY_IMPL(adaserve, CPU, m) { m.impl("tree_attention", tree_attention); }
-TORCH_LIBRARY_IMPL(adaserve, CompositeExplicitAutograd, m) {
-  m.impl("attention_wide", [] { return adaserve_wide::runs(); });
-}

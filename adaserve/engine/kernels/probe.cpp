@@ -17,6 +17,8 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+
+#include "wide.h"
 #include <torch/library.h>
 
 namespace {
@@ -66,7 +68,7 @@ double gflops(int64_t iters, double flops_per_iter, Fn fn) {
 
 // GFLOP/s of 16-lane fp32 FMAs over all of torch's threads; 0 where the CPU lacks AVX-512F
 double fma_gflops_wide(int64_t iters) {
-  if (!__builtin_cpu_supports("avx512f")) return 0.0;
+  if (!adaserve_wide::runs()) return 0.0;
   return gflops(iters, 2.0 * 16.0 * 16, chains_wide);
 }
 
@@ -78,8 +80,12 @@ double fma_gflops(int64_t iters) { return gflops(iters, 2.0 * 8.0 * kChains, cha
 TORCH_LIBRARY_FRAGMENT(adaserve, m) {
   m.def("fma_gflops(int iters) -> float");
   m.def("fma_gflops_wide(int iters) -> float");
+  // whether this CPU runs the kernels' AVX-512 paths (attention's verify unit, the skinny
+  // tiles): the engine's row bound and the tests and benchmarks ask it
+  m.def("avx512() -> bool");
 }
 TORCH_LIBRARY_IMPL(adaserve, CompositeExplicitAutograd, m) {
   m.impl("fma_gflops", fma_gflops);
   m.impl("fma_gflops_wide", fma_gflops_wide);
+  m.impl("avx512", [] { return adaserve_wide::runs(); });
 }
