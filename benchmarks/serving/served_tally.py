@@ -48,6 +48,9 @@ INTEL_MISSED = (("test-served-intel-missed", "adaserve"),
                 ("test-served-intel-warm-163", "adaserve"),
                 ("test-served-intel-latest", "adaserve:refuse_tpot=missed"))
 INTEL_LATEST = (("test-served-intel-latest", "adaserve"),)
+# ... and on the engine's AVX-512 kernels (2026-11-29 from 19:00 UTC), which changed every
+# policy's step cost, so they are a section of their own
+INTEL_WIDE = (("test-served-intel-avx512", "adaserve"),)
 BASELINES = ("incremental", "turbospec")
 # the long-context workload's test sweeps (2-8k-token documents), with the static chain
 LONG_SWEEPS = (("test-longctx-yield-deadline", "adaserve:prefill=yield,admit=deadline"),
@@ -62,6 +65,8 @@ SECTIONS = (
      "(2026-11-28 21:25 to 2026-11-29 12:33 UTC)", INTEL_MISSED, BASELINES),
     ("Short prompts, Intel Xeon: today's preset (`refuse_tpot=latest`, since 2026-11-29 "
      "12:33 UTC)", INTEL_LATEST, BASELINES),
+    ("Short prompts, Intel Xeon: today's preset on the AVX-512 kernels (since 2026-11-29 "
+     "19:00 UTC)", INTEL_WIDE, BASELINES),
     ("Long contexts (2-8k-token documents), AMD EPYC: the preset of 2026-11-27",
      LONG_SWEEPS, LONG_BASELINES))
 # (the reading's field in loadgen/report.py's Cell, the page's name for it)
