@@ -110,7 +110,7 @@ class Llama(torch.nn.Module):
         # few-row products through the compiled kernel (adaserve.engine.kernels), which the
         # caller has loaded; fp32 CPU only
         self.skinny = skinny and device == "cpu" and dtype == torch.float32
-        # where the CPU runs AVX-512 the kernel's wider tiles stay ahead of MKL to 64 rows
+        # where the CPU runs AVX-512, whole forwards stay on the kernels to 64 rows (below)
         self.skinny_rows = (WIDE_SKINNY_ROWS if self.skinny and
                             torch.ops.adaserve.avx512() else SKINNY_ROWS)
         self.norm = w("model.norm.weight")

@@ -80,5 +80,5 @@ def num_allocatable_reqs_hook(original, self, running_bs: int, beam_width=None,
     candidates = [*(() if chunked is None else (chunked,)), *self.waiting_queue][:free]
     if not candidates:  # nothing to admit: SGLang's answer stands
         return free
-    return min(free, allowance(rounds_of(self).sizes, tpot_slos_s(batch.reqs), tpot_slos_s(candidates),
-                               chunked is not None))
+    return min(free, allowance(rounds_of(self).sizes, tpot_slos_s(batch.reqs),
+                               tpot_slos_s(candidates), chunked is not None))

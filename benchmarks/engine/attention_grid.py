@@ -14,9 +14,9 @@ KV bytes are set against it; so is the machine's fp32 FMA peak (torch.ops.adaser
 fma_gflops, kernels/probe.cpp) and every cell's flops: the larger of the two times is the
 fastest any fp32 kernel could run the cell here (its floor). Where the CPU runs AVX-512 the
 kernel takes its AVX-512 unit for verify shapes, and its AVX2-only form is timed beside it
-(`kernel-avx2`), each set against its own FMA peak (fma_gflops_wide, fma_gflops). Prints a table, writes
-results/attention_grid.{md,json}; --render rewrites the page from the kept JSON, measuring
-nothing.
+(`kernel-avx2`), each set against its own FMA peak (fma_gflops_wide, fma_gflops). Prints a
+table, writes results/attention_grid.{md,json}; --render rewrites the page from the kept
+JSON, measuring nothing.
 
     python -m benchmarks.engine.attention_grid [--repeats 5] [--quick] [--render]
 """

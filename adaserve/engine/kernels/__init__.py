@@ -1,7 +1,9 @@
 """The engine's compiled CPU kernels: built once per machine from skinny.cpp (the few-row
-matmuls and small ops; on AVX-512 CPUs the tiles of skinny_avx512.cpp), attention.cpp (decode/verify attention over the KV cache; its
-verify shapes on AVX-512 in attention_avx512.cpp, where the CPU has it) and probe.cpp (the machine's FMA peak, which benchmarks set kernels against), cached beside the
-model cache, loaded as torch ops (torch.ops.adaserve.*).
+matmuls and small ops; on AVX-512 CPUs the tiles of skinny_avx512.cpp), attention.cpp
+(decode/verify attention over the KV cache; its verify shapes on AVX-512 in
+attention_avx512.cpp, where the CPU has it) and probe.cpp (the machine's FMA peaks, which
+benchmarks set kernels against, and whether it runs AVX-512), cached beside the model
+cache, loaded as torch ops (torch.ops.adaserve.*).
 
 `load()` never raises: where the kernels cannot be had (no AVX2, no C++ compiler, a failed
 build, ADASERVE_FAST_KERNELS=0) it says why once and the engine keeps its eager matmuls.
@@ -31,7 +33,8 @@ log = logging.getLogger("adaserve.engine")
 SOURCES = tuple(Path(__file__).with_name(f) for f in
                 ("skinny.cpp", "skinny_avx512.cpp", "attention.cpp", "attention_avx512.cpp",
                  "probe.cpp"))
-HEADERS = tuple(Path(__file__).with_name(f) for f in ("attention.h", "wide.h"))  # keyed, not compiled
+# part of the cache key, not compiled on their own
+HEADERS = tuple(Path(__file__).with_name(f) for f in ("attention.h", "wide.h"))
 SWITCH_ENV = "ADASERVE_FAST_KERNELS"  # "0": eager matmuls only, for debugging
 CXX_ENV = "CXX"  # the compiler, g++ by default
 # AVX2 + FMA only (the dev machines' ISA): an AVX-512 machine runs them too.

@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -48,7 +47,6 @@ constexpr int kSmallBlock = 16;
 constexpr int64_t kSmallRows = 4;  // a decode token: one query row per head of a KV group
 constexpr int64_t kLine = 16;  // floats in a 64-byte cache line: what one prefetch asks for
 constexpr int64_t kMinSplit = 256;  // fewest columns a unit streams (Q packing, merging)
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // [a0..a3] of four vectors' horizontal sums: three hadds instead of four reductions.
 inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
@@ -210,14 +208,7 @@ void run_unit(const Problem& pb, const Unit& u, Scratch& sc, Partial out) {
       }
     }
     // the tree's own columns: each query sees its ancestors only
-    if (cb + nc > prefix) {
-      const int64_t from = std::max<int64_t>(cb, prefix) - cb;
-      for (int64_t m = 0; m < M; ++m) {
-        const bool* row = tree + (m / G) * pb.W - prefix;  // indexed by cache column
-        for (int64_t c = from; c < nc; ++c)
-          if (!row[cb + c]) s[m * kBlock + c] = kNegInf;
-      }
-    }
+    mask_tree(tree, pb.W, G, M, prefix, cb, nc, s, kBlock, 1);
     // online softmax: fold the block into each row's running max and sum
     const int64_t nv = (nc + 7) / 8;
     for (int64_t m = 0; m < M; ++m) {
@@ -278,10 +269,7 @@ at::Tensor tree_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
                   prefix.numel() == n, "tree_attention: slots and prefix are [n] int64");
   TORCH_CHECK(tree.scalar_type() == at::kBool && tree.is_contiguous() && tree.dim() == 3 &&
                   tree.size(0) == n && tree.size(1) == Q, "tree_attention: tree is [n, Q, W] bool");
-  TORCH_CHECK(isa >= -1 && isa <= 1, "tree_attention: isa is -1 (the best this CPU runs), "
-              "0 (AVX2) or 1 (AVX-512), not ", isa);
-  TORCH_CHECK(isa != 1 || adaserve_wide::runs(), "tree_attention: isa=1 asks for AVX-512, which this "
-              "CPU does not run");
+  adaserve_wide::check_isa(isa, "tree_attention");
   const int64_t W = tree.size(2);
   const int64_t* sp = slots.data_ptr<int64_t>();
   const int64_t* pp = prefix.data_ptr<int64_t>();
@@ -309,7 +297,8 @@ at::Tensor tree_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
     const int64_t step = ((len + parts - 1) / parts + kBlock - 1) / kBlock * kBlock;
     for (int64_t g = 0; g < Hkv; ++g) {
       first[i * Hkv + g] = static_cast<int64_t>(units.size());
-      for (int64_t c0 = 0; c0 < len; c0 += step) units.push_back({i, g, c0, std::min(len, c0 + step)});
+      for (int64_t c0 = 0; c0 < len; c0 += step)
+        units.push_back({i, g, c0, std::min(len, c0 + step)});
     }
   }
   first[n * Hkv] = static_cast<int64_t>(units.size());
@@ -332,7 +321,8 @@ at::Tensor tree_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
   // units handed out one at a time: their lengths differ when the prefixes do
   std::atomic<int64_t> next{0};
   at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-    Scratch sc{std::vector<float>(M * D), std::vector<float>(M * kBlock),
+    // each unit's scratch only: the AVX2 unit's queries and scores, or the AVX-512 unit's
+    Scratch sc{std::vector<float>(wide ? 0 : M * D), std::vector<float>(wide ? 0 : M * kBlock),
                std::vector<float>(wide ? wide_scratch(M) : 0)};
     for (int64_t u; (u = next.fetch_add(1)) < U;) {
       if (wide)

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "wide.h"
 
 namespace adaserve_attention {
 
 constexpr int64_t kBlock = 64;  // cache columns per block: K and V blocks (2 x 16 KB at D = 64)
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // The problem, flattened to raw pointers and element strides.
 struct Problem {
@@ -36,6 +38,21 @@ struct Partial {
   float* l;  // [M]
   float* o;  // [M, D]
 };
+
+// The tree's own columns in a block of scores: column cb + c (c < nc) past the request's
+// prefix is seen by query row m (query token m / G) iff tree[m / G, cb + c - prefix]; a
+// score it does not see becomes -inf. Score (m, c) sits at s[m * row + c * col], so the AVX2
+// unit (rows of columns) and the AVX-512 unit (columns of rows in the lanes) share it.
+inline void mask_tree(const bool* tree, int64_t W, int64_t G, int64_t M, int64_t prefix,
+                      int64_t cb, int64_t nc, float* s, int64_t row, int64_t col) {
+  if (cb + nc <= prefix) return;
+  const int64_t from = (cb > prefix ? cb : prefix) - cb;
+  for (int64_t m = 0; m < M; ++m) {
+    const bool* seen = tree + (m / G) * W - prefix;  // indexed by cache column
+    for (int64_t c = from; c < nc; ++c)
+      if (!seen[cb + c]) s[m * row + c * col] = kNegInf;
+  }
+}
 
 // The AVX-512 unit takes head_dim 64 and up to this many query rows (Q x G): 6 vectors of
 // 16 rows' scores per column.

@@ -19,9 +19,6 @@
 
 #include <immintrin.h>
 
-#include <cmath>
-#include <limits>
-
 namespace adaserve_attention {
 namespace {
 
@@ -29,7 +26,6 @@ namespace {
 
 constexpr int64_t D = kWideD;
 constexpr int64_t kLine = 16;  // floats in a 64-byte cache line
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // e^x for 16 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by a degree-6 polynomial (Cephes'
 // expf coefficients), then scalef by 2^n; lanes below -87.3 (masked scores: -inf) give 0,
@@ -114,7 +110,6 @@ using QkFn = void (*)(const float*, const float*, float*, const float*, int64_t,
 using PvFn = void (*)(const float*, int64_t, const float*, int64_t, float*);
 
 constexpr int kMaxMV = kWideMaxRows / 16;
-constexpr int kWidths[] = {16, 8, 4, 2, 1};  // column tiles, widest first
 
 // The widest column tile for MV row vectors: C x MV accumulators within 24 of the 32
 // registers, the rest for the row vectors and the broadcast.
@@ -161,11 +156,13 @@ WIDE void softmax_block(float* st, int64_t nc, int64_t mv, float* mrun, float* l
   const __m512 ninf = _mm512_set1_ps(kNegInf), zero = _mm512_setzero_ps();
   for (int64_t j = 0; j < mv; ++j) {
     __m512 mx = ninf;
-    for (int64_t c = 0; c < nc; ++c) mx = _mm512_max_ps(mx, _mm512_loadu_ps(st + c * sp + 16 * j));
+    for (int64_t c = 0; c < nc; ++c)
+      mx = _mm512_max_ps(mx, _mm512_loadu_ps(st + c * sp + 16 * j));
     const __m512 old = _mm512_loadu_ps(mrun + 16 * j);
     const __m512 now = _mm512_max_ps(old, mx);
     // a lane that has seen nothing yet subtracts 0, so its e^-inf is 0, not NaN
-    const __m512 sub = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(now, ninf, _CMP_EQ_OQ), now, zero);
+    const __m512 sub =
+        _mm512_mask_blend_ps(_mm512_cmp_ps_mask(now, ninf, _CMP_EQ_OQ), now, zero);
     __m512 sum = zero;
     for (int64_t c = 0; c < nc; ++c) {
       const __m512 p = exp16(_mm512_sub_ps(_mm512_loadu_ps(st + c * sp + 16 * j), sub));
@@ -221,20 +218,14 @@ WIDE void run_unit_wide(const Problem& pb, const Unit& u, float* scratch, Partia
       c0 += c;
     }
     // the tree's own columns: each query sees its ancestors only
-    if (cb + nc > prefix) {
-      const int64_t from = (cb > prefix ? cb : prefix) - cb;
-      for (int64_t m = 0; m < M; ++m) {
-        const bool* row = tree + (m / G) * pb.W - prefix;  // indexed by cache column
-        for (int64_t c = from; c < nc; ++c)
-          if (!row[cb + c]) st[c * sp + m] = kNegInf;
-      }
-    }
+    mask_tree(tree, pb.W, G, M, prefix, cb, nc, st, 1, sp);
     softmax_block(st, nc, mv, mrun, lrun, alpha);
     for (int64_t m = 0; m < M; ++m) {
       if (alpha[m] == 1.f) continue;
       const __m512 a = _mm512_set1_ps(alpha[m]);
       float* orow = out.o + m * D;
-      for (int64_t j = 0; j < D; j += 16) _mm512_storeu_ps(orow + j, _mm512_mul_ps(a, _mm512_loadu_ps(orow + j)));
+      for (int64_t j = 0; j < D; j += 16)
+        _mm512_storeu_ps(orow + j, _mm512_mul_ps(a, _mm512_loadu_ps(orow + j)));
     }
     for (int64_t m0 = 0; m0 < M; m0 += 6) {
       const int r = static_cast<int>(M - m0 < 6 ? M - m0 : 6);

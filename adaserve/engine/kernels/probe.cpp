@@ -17,9 +17,9 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <torch/library.h>
 
 #include "wide.h"
-#include <torch/library.h>
 
 namespace {
 

@@ -120,10 +120,7 @@ at::Tensor skinny_linear(const at::Tensor& x, const at::Tensor& w, int64_t isa) 
   TORCH_CHECK(x.size(1) == w.size(1), "skinny_linear: K differs: ", x.size(1), " vs ",
               w.size(1));
   TORCH_CHECK(x.is_contiguous() && w.is_contiguous(), "skinny_linear: contiguous inputs");
-  TORCH_CHECK(isa >= -1 && isa <= 1, "skinny_linear: isa is -1 (the best this CPU runs), "
-              "0 (AVX2) or 1 (AVX-512), not ", isa);
-  TORCH_CHECK(isa != 1 || adaserve_wide::runs(), "skinny_linear: isa=1 asks for AVX-512, "
-              "which this CPU does not run");
+  adaserve_wide::check_isa(isa, "skinny_linear");
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   TORCH_CHECK(isa != 1 || K % 16 == 0, "skinny_linear: the AVX-512 tiles take K a multiple "
               "of 16, not ", K);

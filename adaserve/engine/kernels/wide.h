@@ -6,12 +6,22 @@
 
 #include <cstdint>
 
+#include <c10/util/Exception.h>
+
 namespace adaserve_wide {
 
 // Whether this CPU (and its OS) runs AVX-512F.
 inline bool runs() {
   static const bool yes = __builtin_cpu_supports("avx512f");
   return yes;
+}
+
+// An op's `isa` argument: -1 the best this CPU runs, 0 AVX2, 1 AVX-512 (refused where the
+// CPU lacks it); tests and benchmarks set the two side by side.
+inline void check_isa(int64_t isa, const char* op) {
+  TORCH_CHECK(isa >= -1 && isa <= 1, op, ": isa is -1 (the best this CPU runs), 0 (AVX2) or 1 "
+              "(AVX-512), not ", isa);
+  TORCH_CHECK(isa != 1 || runs(), op, ": isa=1 asks for AVX-512, which this CPU does not run");
 }
 
 // skinny_avx512.cpp: y[m, n] = x[m, :] . w[n, :] for every m < M and the weight rows of
