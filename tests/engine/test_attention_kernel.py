@@ -147,9 +147,9 @@ wide = pytest.mark.skipif(not (kernels.load().available and torch.ops.adaserve.a
 @wide
 @pytest.mark.parametrize("seed", range(10))
 def test_the_avx512_unit_matches_the_reference_and_the_avx2_unit(seed):
-    """Verify shapes (2-32 query tokens: 6-96 rows, 1-6 vectors of 16 lanes) on random
-    trees and prefixes, past a block's end and split over several units: both units
-    match the float64 reference, and each other."""
+    """Verify shapes (2-32 query tokens: 6-96 rows, 1-6 vectors of 16 lanes a column or 1-12
+    of 8 a column pair) on random trees and prefixes, past a block's end and split over
+    several units: both units match the float64 reference, and each other."""
     g = torch.Generator().manual_seed(2000 + seed)
     n = int(torch.randint(1, 9, (), generator=g))
     nq = [2, 5, 6, 8, 11, 16, 21, 27, 32, 3][seed]
@@ -164,13 +164,31 @@ def test_the_avx512_unit_matches_the_reference_and_the_avx2_unit(seed):
 
 
 @wide
-def test_the_avx512_unit_reads_zeros_where_a_row_sees_nothing():
-    q, k, v, slots, _, tree = _case(7, 2, 4, max_prefix=0)
+@pytest.mark.parametrize("nq", [4, 8])  # 12 rows: one vector a column; 24: 3 a column pair
+def test_the_avx512_unit_reads_zeros_where_a_row_sees_nothing(nq):
+    q, k, v, slots, _, tree = _case(7, 2, nq, max_prefix=0)
     tree[1, 2] = False
     out = torch.ops.adaserve.tree_attention(q, k, v, slots, torch.zeros(2, dtype=torch.int64),
                                             tree, 1)
     assert torch.equal(out[1, 2], torch.zeros(H * D))
     assert torch.isfinite(out).all() and out[1, 1].abs().sum() > 0
+
+
+@wide
+@pytest.mark.parametrize("nq,prefix", [(8, 0), (8, 1), (8, 55), (8, 56), (8, 57), (2, 63),
+                                       (7, 121), (11, 300)])
+def test_the_paired_columns_take_odd_counts_and_block_edges(nq, prefix):
+    """Where M rows fill fewer vectors with the columns paired (6, 21, 24, 33 rows), the
+    unit interleaves each block's keys by pairs: an odd column count (a missing last
+    column), a tree that starts mid-pair, and runs ending one short of, at, and one past a
+    block's end all match the reference and the AVX2 unit."""
+    q, k, v, slots, _, tree = _case(prefix, 3, nq, max_prefix=prefix)
+    at = torch.full((3,), prefix, dtype=torch.int64)
+    ref = reference(q, k, v, slots, at, tree)
+    wide_ = torch.ops.adaserve.tree_attention(q, k, v, slots, at, tree, 1)
+    avx2 = torch.ops.adaserve.tree_attention(q, k, v, slots, at, tree, 0)
+    assert (wide_.double() - ref).abs().max().item() < 1e-5
+    assert (wide_ - avx2).abs().max().item() < 1e-5
 
 
 def test_the_isa_argument_is_checked():

@@ -208,7 +208,8 @@ void run_unit(const Problem& pb, const Unit& u, Scratch& sc, Partial out) {
       }
     }
     // the tree's own columns: each query sees its ancestors only
-    mask_tree(tree, pb.W, G, M, prefix, cb, nc, s, kBlock, 1);
+    mask_tree(tree, pb.W, G, M, prefix, cb, nc,
+              [s](int64_t m, int64_t c) -> float& { return s[m * kBlock + c]; });
     // online softmax: fold the block into each row's running max and sum
     const int64_t nv = (nc + 7) / 8;
     for (int64_t m = 0; m < M; ++m) {

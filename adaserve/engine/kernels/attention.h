@@ -41,21 +41,23 @@ struct Partial {
 
 // The tree's own columns in a block of scores: column cb + c (c < nc) past the request's
 // prefix is seen by query row m (query token m / G) iff tree[m / G, cb + c - prefix]; a
-// score it does not see becomes -inf. Score (m, c) sits at s[m * row + c * col], so the AVX2
-// unit (rows of columns) and the AVX-512 unit (columns of rows in the lanes) share it.
+// score it does not see becomes -inf. at(m, c) is score (m, c) wherever a unit keeps it
+// (the AVX2 unit: rows of columns; the AVX-512 unit: rows in the lanes, columns alone or
+// in pairs), so both units share the rule.
+template <class At>
 inline void mask_tree(const bool* tree, int64_t W, int64_t G, int64_t M, int64_t prefix,
-                      int64_t cb, int64_t nc, float* s, int64_t row, int64_t col) {
+                      int64_t cb, int64_t nc, At at) {
   if (cb + nc <= prefix) return;
   const int64_t from = (cb > prefix ? cb : prefix) - cb;
   for (int64_t m = 0; m < M; ++m) {
     const bool* seen = tree + (m / G) * W - prefix;  // indexed by cache column
     for (int64_t c = from; c < nc; ++c)
-      if (!seen[cb + c]) s[m * row + c * col] = kNegInf;
+      if (!seen[cb + c]) at(m, c) = kNegInf;
   }
 }
 
 // The AVX-512 unit takes head_dim 64 and up to this many query rows (Q x G): 6 vectors of
-// 16 rows' scores per column.
+// 16 rows' scores a column, or 12 of 8 rows a column pair.
 constexpr int64_t kWideMaxRows = 96;
 constexpr int64_t kWideD = 64;
 
