@@ -121,6 +121,15 @@ def goals(cells: list[dict]) -> list[str]:
     return lines
 
 
+def _repeats(runs: list[dict]) -> str:
+    """How many repeats each cell's median is of: one count, or (pieces run with different
+    counts) each piece's, in the pieces' order."""
+    counts = [r["repeats"] for r in runs]
+    if len(set(counts)) == 1:
+        return str(counts[0])
+    return "/".join(map(str, counts)) + " (the pieces listed at the end, in order)"
+
+
 def write_page(out: Path, kept: dict) -> None:
     cells, runs = kept["cells"], kept["runs"]
     forms = list(cells[0]["forms"]) if cells else []
@@ -140,7 +149,7 @@ def write_page(out: Path, kept: dict) -> None:
              f"seed {s['seed']}), {s.get('distinct_prompts', 4)} distinct prompts cycled over the batch. Rates are output "
              "tokens / seconds over the iterations that decoded only (the prompts' K/V is "
              "computed once and copied in: `loadgen/context_grid.py`), median of "
-             f"{runs[-1]['repeats']} round-robin repeats. Speculative forms run "
+             f"{_repeats(runs)} round-robin repeats. Speculative forms run "
              f"`{s['policy']}`; bounded forms keep {s['draft_sinks']} sink + "
              f"{s['draft_window']} recent tokens of draft KV per request. \"same\": every "
              "form emitted incremental's tokens in every repeat.", "",

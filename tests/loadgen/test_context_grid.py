@@ -16,9 +16,9 @@ def _cell(b: int, c: int, speedup: float, step_ms: float) -> dict:
             "forms": {"incremental": inc, "distilled-window": spec}}
 
 
-def _meta(date: str) -> dict:
+def _meta(date: str, repeats: int = 1) -> dict:
     return {"command": "adaserve bench --experiment context-grid", "machine": "m", "date": date,
-            "minutes": 1.0, "commit": "abc", "torch_threads": 2, "repeats": 1,
+            "minutes": 1.0, "commit": "abc", "torch_threads": 2, "repeats": repeats,
             "settings": {"policy": "chain-4", "new_tokens": 8, "draft_window": 256,
                          "draft_sinks": 4, "seed": 0, "distinct_prompts": 2}}
 
@@ -56,3 +56,15 @@ def test_both_readings_where_the_full_batch_rate_is_kept(tmp_path):
     write_page(tmp_path, kept)
     page = (tmp_path / "summary.md").read_text()
     assert "| 8 | 8192 | 10.0 | 16.0 (1.60x; 6 of 11) |" in page
+
+
+def test_the_page_says_each_pieces_repeats(tmp_path):
+    """A grid whose pieces ran different repeat counts says each; one count is said once."""
+    path = tmp_path / "summary.json"
+    kept = merge(path, _meta("d1", repeats=3), [_cell(8, 4096, 1.0, 10.0)])
+    write_page(tmp_path, kept)
+    assert "median of 3 round-robin repeats" in (tmp_path / "summary.md").read_text()
+    kept = merge(path, _meta("d2", repeats=2), [_cell(8, 8192, 1.2, 10.0)])
+    write_page(tmp_path, kept)
+    assert ("median of 3/2 (the pieces listed at the end, in order) round-robin repeats"
+            in (tmp_path / "summary.md").read_text())
