@@ -52,6 +52,12 @@ WIDE void tile(const float* w, const float* x, float* y, int64_t K, int64_t ldy,
 
 using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, bool);
 
+// A tile of R x C exists where its accumulators fit 24 of the 32 registers.
+template <int R, int C>
+TileFn if_fits() {
+  if constexpr (R * C <= 24) return tile<R, C>; else return nullptr;
+}
+
 template <int R>
 TileFn row_of(int c) {
   switch (c) {
@@ -59,10 +65,10 @@ TileFn row_of(int c) {
     case 2: return tile<R, 2>;
     case 3: return tile<R, 3>;
     case 4: return tile<R, 4>;
-    case 5: return tile<R, 5>;
-    case 6: return tile<R, 6>;
-    case 7: if constexpr (R <= 2) return tile<R, 7>; else return nullptr;
-    default: if constexpr (R <= 2) return tile<R, 8>; else return nullptr;
+    case 5: return if_fits<R, 5>();
+    case 6: return if_fits<R, 6>();
+    case 7: return if_fits<R, 7>();
+    default: return if_fits<R, 8>();
   }
 }
 
@@ -71,17 +77,23 @@ TileFn tile_fn(int r, int c) {
     case 1: return row_of<1>(c);
     case 2: return row_of<2>(c);
     case 3: return row_of<3>(c);
-    default: return row_of<4>(c);
+    case 4: return row_of<4>(c);
+    case 5: return row_of<5>(c);
+    default: return row_of<6>(c);
   }
 }
 
 // Tile shapes: up to 8 inputs, one chunk of 2 weight rows x all inputs (16 accumulators,
-// each weight vector loaded once); past 8, 4 rows x chunks of 6 (24 accumulators).
+// each weight vector loaded once); past 8, 6 rows x chunks of 4 (24 accumulators). Past 8
+// the inputs no longer stay in L1 between a tile's weight rows and the next's, so every
+// chunk is read again from L2 for each tile: 6 weight rows a tile read them a third fewer
+// times than the 4 x 6 tiles before, and the model's 121 products at 32-64 rows took
+// 6-8% less time (interleaved builds, twice, 2026-11-29 23:20 UTC; 12-24 rows the same).
 struct Shape {
   int rows, chunk;
 };
 Shape shape_of(int64_t M) {
-  return M <= 8 ? Shape{2, static_cast<int>(M)} : Shape{4, 6};
+  return M <= 8 ? Shape{2, static_cast<int>(M)} : Shape{6, 4};
 }
 
 }  // namespace
