@@ -126,7 +126,7 @@ def load() -> KernelStatus:
         with open(path.parent / ".build.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.is_file():
-                log.info("building the engine's CPU kernels (once per machine, ~10-35 s) into %s",
+                log.info("building the engine's CPU kernels (once per machine, ~10-45 s) into %s",
                          path)
                 spent = build(path)
                 log.info("CPU kernels built in %.1f s", spent)
